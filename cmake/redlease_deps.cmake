@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: MIT
+# Dependencies, all from Debian packages (scripts/install-deps.sh installs them).
+set(THREADS_PREFER_PTHREAD_FLAG ON)
+find_package(Threads REQUIRED)
+find_package(OpenSSL REQUIRED)
+
+# Standalone Asio ships no CMake package: a find_path-based INTERFACE target.
+if(NOT TARGET redlease::asio)
+  find_path(ASIO_INCLUDE_DIR asio.hpp REQUIRED)
+  add_library(redlease_asio INTERFACE)
+  add_library(redlease::asio ALIAS redlease_asio)
+  target_include_directories(redlease_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
+  target_compile_definitions(redlease_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+endif()
+
+# hiredis: used only for its RESP reply parser (redisReader).
+if(NOT TARGET redlease::hiredis)
+  find_path(HIREDIS_INCLUDE_DIR hiredis/read.h REQUIRED)
+  find_library(HIREDIS_LIBRARY hiredis REQUIRED)
+  add_library(redlease_hiredis INTERFACE)
+  add_library(redlease::hiredis ALIAS redlease_hiredis)
+  target_include_directories(redlease_hiredis SYSTEM INTERFACE ${HIREDIS_INCLUDE_DIR})
+  target_link_libraries(redlease_hiredis INTERFACE ${HIREDIS_LIBRARY})
+endif()

@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// `redlease::client`: the connection to one Redis server, shared by every lock made from it.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "redlease/config.hpp"
+#include "redlease/detail/async.hpp"
+#include "redlease/error.hpp"
+#include "redlease/lock.hpp"
+#include "redlease/reply.hpp"
+
+namespace redlease {
+
+namespace detail {
+class client_impl;
+}
+
+/// Counters of a client's traffic, for tests, benchmarks and monitoring. Monotonic.
+struct client_stats {
+  std::uint64_t commands = 0;           ///< commands written on the command connection
+  std::uint64_t writes = 0;             ///< write system calls on the command connection
+  std::uint64_t replies = 0;            ///< replies read on the command connection
+  std::uint64_t connects = 0;           ///< successful (re)connections of the command connection
+  std::uint64_t connection_losses = 0;  ///< drops of the command connection
+  std::uint64_t pubsub_commands = 0;    ///< commands written on the pub/sub connection
+  std::uint64_t pubsub_connects = 0;    ///< successful (re)connections of the pub/sub connection
+  std::uint64_t renew_calls = 0;        ///< watchdog script calls (each renews a batch)
+  std::uint64_t renewed_locks = 0;      ///< lock renewals done by the watchdog
+  std::uint64_t held_locks = 0;         ///< holds currently tracked by this client
+  std::uint64_t watched_locks = 0;      ///< holds currently renewed by the watchdog
+};
+
+/// A live subscription made with `client::subscribe`; unsubscribes when destroyed or reset.
+/// Move-only; not thread-safe (one owner), destruction never throws.
+class subscription {
+ public:
+  subscription() = default;
+  subscription(subscription&&) noexcept = default;
+  subscription& operator=(subscription&& o) noexcept {
+    if (this != &o) {
+      reset();
+      state_ = std::move(o.state_);
+    }
+    return *this;
+  }
+  ~subscription() { reset(); }
+  /// Unsubscribes (the client sends UNSUBSCRIBE once no one else listens on the channel).
+  void reset() noexcept;
+  /// True while subscribed.
+  explicit operator bool() const noexcept { return static_cast<bool>(state_); }
+
+ private:
+  friend class client;
+  struct state;
+  explicit subscription(std::shared_ptr<state> s) : state_(std::move(s)) {}
+  std::shared_ptr<state> state_;
+};
+
+/// The connection to one Redis server, and the factory of locks on it.
+///
+/// A client owns two connections (commands, and pub/sub for the lock waiters), the watchdog that
+/// renews its locks, and one I/O thread that runs them all (or a strand on an executor you give
+/// it). Commands issued concurrently from any number of threads are pipelined: everything queued
+/// goes out in one write. The client connects in the background from construction and reconnects
+/// with exponential backoff and jitter whenever the connection drops.
+///
+/// Thread-safety: every member function may be called from any thread. The blocking calls must not
+/// be made on the client's own I/O thread (from a completion handler or an `on_lost` callback): they
+/// fail with `errc::would_deadlock` there.
+class client {
+ public:
+  /// Starts the client with its own I/O thread. Does not block; connection errors show on the first
+  /// call (`ping()` waits for the connection).
+  explicit client(config cfg);
+  /// Starts the client on `ex` (wrapped in a strand); the caller runs the executor.
+  client(asio::any_io_executor ex, config cfg);
+  /// Closes the client: pending operations fail with `errc::client_closed`, held locks are no longer
+  /// renewed (they expire after their lease). Joins the I/O thread. Never throws.
+  ~client();
+  client(client&&) noexcept;
+  client& operator=(client&&) noexcept;
+  client(const client&) = delete;
+  client& operator=(const client&) = delete;
+
+  /// A reentrant, Redisson-compatible lock on `name` (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  reentrant_lock lock(std::string name);
+  /// A non-reentrant `SET NX PX` mutex on `name` (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::mutex mutex(std::string name);
+
+  /// A fresh owner id for the async lock calls (unique in this process, never a thread's id).
+  owner_id new_owner() noexcept;
+  /// The random UUID that prefixes this client's Redisson owner fields (`<uuid>:<owner>`).
+  const std::string& id() const noexcept;
+  /// The configuration the client was made with.
+  const config& get_config() const noexcept;
+  /// The executor that runs the client's I/O.
+  asio::any_io_executor get_executor() const noexcept;
+
+  /// Sends one command and waits for its reply. An error reply becomes an error:
+  /// `errc::wrong_type`, `errc::auth_failed`, `errc::server_busy`, ... or `errc::server_error`, with
+  /// the server's text in the exception message.
+  /// @throws redlease::error
+  reply command(std::initializer_list<std::string_view> args);
+  /// As above; on failure sets `ec` (an error reply is also returned, with its text in `str`).
+  reply command(std::initializer_list<std::string_view> args, std::error_code& ec);
+  /// As above, with owned arguments.
+  reply command(const std::vector<std::string>& args);
+  /// As above, with owned arguments.
+  reply command(const std::vector<std::string>& args, std::error_code& ec);
+
+  /// Sends one command. Completion signature: `void(std::error_code, redlease::reply)`; an error
+  /// reply completes with its mapped code and the reply.
+  template <class CompletionToken>
+  auto async_command(std::vector<std::string> args, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, reply)>(
+        [this](auto handler, std::vector<std::string> a) {
+          async_command_impl(std::move(a),
+                             detail::erase_handler<std::error_code, reply>(std::move(handler), get_executor()));
+        },
+        token, std::move(args));
+  }
+
+  /// Waits until the server answers PING (connecting first if needed).
+  /// @throws redlease::error (connect_failed, connect_timeout, auth_failed, ...)
+  void ping();
+  /// As above, reporting through `ec`.
+  void ping(std::error_code& ec);
+
+  /// Subscribes to `channel` on the pub/sub connection and waits until the server confirms.
+  /// `on_message(channel, payload)` runs on the client's I/O thread. Subscriptions are
+  /// reference-counted per channel and restored after a reconnect.
+  /// @throws redlease::error if the subscription is not confirmed within the request timeout.
+  subscription subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message);
+  /// As above, reporting through `ec`.
+  subscription subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message,
+                         std::error_code& ec);
+
+  /// Traffic counters.
+  client_stats stats() const;
+
+  /// Closes the client now (as the destructor does, without joining). Idempotent.
+  void close() noexcept;
+
+  /// @private The implementation, shared with lock handles.
+  const std::shared_ptr<detail::client_impl>& impl() const noexcept { return impl_; }
+
+ private:
+  void async_command_impl(std::vector<std::string> args, detail::unique_function<void(std::error_code, reply)> h);
+  std::shared_ptr<detail::client_impl> impl_;
+};
+
+}  // namespace redlease

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// Glue between Asio completion tokens and the compiled library: a completion handler is wrapped
+/// in a `unique_function` that the library calls on its own executor, and that hands the result to
+/// the handler's associated executor (the coroutine's, the strand's, ...).
+#pragma once
+
+#include <asio/associated_executor.hpp>
+#include <asio/async_result.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/executor_work_guard.hpp>
+
+#include <tuple>
+#include <utility>
+
+#include "redlease/detail/unique_function.hpp"
+
+namespace redlease::detail {
+
+/// Type-erases `handler` for a completion signature `void(Args...)`. The returned function may be
+/// called on any thread; the handler runs on its associated executor (`fallback` if it has none).
+template <class... Args, class Handler, class Executor>
+unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& fallback) {
+  auto work = asio::make_work_guard(handler, fallback);
+  return [h = std::forward<Handler>(handler), work = std::move(work)](Args... args) mutable {
+    auto ex = work.get_executor();
+    asio::dispatch(ex, [h = std::move(h), work = std::move(work),
+                        t = std::make_tuple(std::move(args)...)]() mutable {
+      std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
+    });
+  };
+}
+
+}  // namespace redlease::detail

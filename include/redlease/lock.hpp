@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/// @file
+/// The locks: `redlease::reentrant_lock` (alias `redlease::lock`), Redisson-compatible and
+/// reentrant, and `redlease::mutex`, the classic non-reentrant `SET NX PX` lock.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <system_error>
+
+#include "redlease/detail/async.hpp"
+#include "redlease/error.hpp"
+
+namespace redlease {
+
+namespace detail {
+class client_impl;
+}
+class client;
+
+/// Who holds a lock. The sync calls use an id bound to the calling thread; async calls take one
+/// explicitly (a coroutine is not a thread): get fresh ones from `client::new_owner()`. The
+/// Redisson owner field is `<client uuid>:<owner id>`.
+using owner_id = std::uint64_t;
+
+/// The owner id of the calling thread, as used by the sync calls (unique in the process).
+owner_id this_thread_owner() noexcept;
+
+/// Why a held lock was lost.
+enum class lost_reason {
+  expired,  ///< the lease deadline passed without a successful renewal (or the fixed lease ran out)
+  deleted,  ///< a renewal found the key gone (deleted, expired on the server, server restarted)
+  taken,    ///< a renewal found the key held by another owner
+};
+
+/// What an `on_lost` callback is told.
+struct lost_info {
+  std::string name;    ///< the lock's name
+  owner_id owner = 0;  ///< the owner that held it
+  lost_reason reason = lost_reason::expired;
+};
+
+/// Callback for a lost lock. Runs once per lost hold, on the client's I/O thread: it must not block
+/// (blocking calls there fail with `errc::would_deadlock`); it must not throw.
+using lost_handler = std::function<void(const lost_info&)>;
+
+/// What kind of lock a handle drives.
+enum class lock_kind : std::uint8_t {
+  reentrant,  ///< Redisson's hash: field `<uuid>:<owner>` → hold count
+  mutex,      ///< a string key holding a random token
+};
+
+namespace detail {
+
+struct lost_slot;
+using ms = std::chrono::milliseconds;
+using void_handler = unique_function<void(std::error_code)>;
+using bool_handler = unique_function<void(std::error_code, bool)>;
+using int_handler = unique_function<void(std::error_code, long long)>;
+
+/// Shared part of `reentrant_lock` and `mutex`. Cheap to copy (a name and two shared pointers).
+class lock_handle {
+ public:
+  /// The lock's name (its Redis key).
+  const std::string& name() const noexcept { return name_; }
+  /// The lock's kind.
+  lock_kind kind() const noexcept { return kind_; }
+
+  // ---- sync calls: the calling thread is the owner --------------------------------------------
+  // Each throws redlease::error on failure; the overload with std::error_code& reports instead.
+
+  /// Waits for the lock without limit; the watchdog keeps it (lease `config::watchdog_timeout`,
+  /// renewed every third of it) until the last unlock.
+  void lock();
+  void lock(std::error_code& ec);
+  /// Waits for the lock without limit; holds it for `lease`, with no renewal.
+  void lock(std::chrono::milliseconds lease);
+  void lock(std::chrono::milliseconds lease, std::error_code& ec);
+  /// One attempt, no wait; watchdog lease. False if another owner holds it.
+  bool try_lock();
+  bool try_lock(std::error_code& ec);
+  /// Waits up to `wait` (pub/sub wake-up, no polling); watchdog lease.
+  bool try_lock(std::chrono::milliseconds wait);
+  bool try_lock(std::chrono::milliseconds wait, std::error_code& ec);
+  /// Waits up to `wait`; holds for `lease` with no renewal.
+  bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease);
+  bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec);
+  /// TimedLockable: waits up to `d`, watchdog lease.
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
+    return try_lock(std::chrono::ceil<std::chrono::milliseconds>(d));
+  }
+  /// TimedLockable: waits until `tp`, watchdog lease.
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& tp) {
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(tp - Clock::now());
+    return try_lock(left < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : left);
+  }
+  /// Releases one hold. `errc::not_owner` if this thread does not hold it; `errc::lock_lost` if it
+  /// held it but the lock was lost meanwhile (the local hold is dropped either way).
+  void unlock();
+  void unlock(std::error_code& ec);
+  /// Deletes the lock whoever holds it and wakes its waiters. True if it existed.
+  bool force_unlock();
+  bool force_unlock(std::error_code& ec);
+  /// True if anyone holds the lock (EXISTS).
+  bool is_locked();
+  bool is_locked(std::error_code& ec);
+  /// True if the calling thread holds the lock, as the server sees it.
+  bool is_held_by_current_thread();
+  bool is_held_by_current_thread(std::error_code& ec);
+  /// The calling thread's hold count on the server (0 if not held; a mutex counts 0 or 1).
+  long long hold_count();
+  long long hold_count(std::error_code& ec);
+  /// The lock's remaining time to live: -2 ms if it does not exist, -1 ms if it has no expiry
+  /// (Redisson's `remainTimeToLive`).
+  std::chrono::milliseconds remaining_ttl();
+  std::chrono::milliseconds remaining_ttl(std::error_code& ec);
+
+  // ---- the local view of the calling thread's hold (no I/O) ------------------------------------
+
+  /// True while the calling thread holds the lock and it has not been found lost.
+  bool valid() const;
+  /// The time until which the calling thread's hold is known valid: the send time of the last
+  /// successful acquisition or renewal plus the lease. `time_point::min()` if not held.
+  std::chrono::steady_clock::time_point valid_until() const;
+  /// A token that is stop-requested when the calling thread's current hold is lost. A token that
+  /// never stops if the thread does not hold the lock.
+  std::stop_token lost_token() const;
+  /// Sets the callback for the holds taken through this handle (and its copies) from now on,
+  /// including the current ones. Replaces any earlier callback.
+  void on_lost(lost_handler cb);
+
+  // ---- explicit-owner variants of the local view ------------------------------------------------
+  bool valid(owner_id owner) const;
+  std::chrono::steady_clock::time_point valid_until(owner_id owner) const;
+  std::stop_token lost_token(owner_id owner) const;
+
+  // ---- async calls: the owner is explicit ------------------------------------------------------
+  // Completion handlers run on their associated executor (the client's by default).
+
+  /// Waits for the lock without limit, watchdog lease. Signature `void(std::error_code)`.
+  template <class CompletionToken>
+  auto async_lock(owner_id owner, CompletionToken&& token) {
+    return initiate_void(token, [this, owner](void_handler h) { async_acquire_impl(owner, {}, {}, true, std::move(h)); });
+  }
+  /// Waits for the lock without limit, fixed `lease`. Signature `void(std::error_code)`.
+  template <class CompletionToken>
+  auto async_lock(owner_id owner, std::chrono::milliseconds lease, CompletionToken&& token) {
+    return initiate_void(token, [this, owner, lease](void_handler h) { async_acquire_impl(owner, {}, lease, true, std::move(h)); });
+  }
+  /// Tries up to `wait` (0: once), watchdog lease. Signature `void(std::error_code, bool acquired)`.
+  template <class CompletionToken>
+  auto async_try_lock(owner_id owner, std::chrono::milliseconds wait, CompletionToken&& token) {
+    return initiate_bool(token, [this, owner, wait](bool_handler h) { async_try_impl(owner, wait, {}, std::move(h)); });
+  }
+  /// Tries up to `wait`, fixed `lease`. Signature `void(std::error_code, bool acquired)`.
+  template <class CompletionToken>
+  auto async_try_lock(owner_id owner, std::chrono::milliseconds wait, std::chrono::milliseconds lease,
+                      CompletionToken&& token) {
+    return initiate_bool(token, [this, owner, wait, lease](bool_handler h) { async_try_impl(owner, wait, lease, std::move(h)); });
+  }
+  /// Releases one hold of `owner`. Signature `void(std::error_code)`.
+  template <class CompletionToken>
+  auto async_unlock(owner_id owner, CompletionToken&& token) {
+    return initiate_void(token, [this, owner](void_handler h) { async_unlock_impl(owner, std::move(h)); });
+  }
+  /// Deletes the lock whoever holds it. Signature `void(std::error_code, bool existed)`.
+  template <class CompletionToken>
+  auto async_force_unlock(CompletionToken&& token) {
+    return initiate_bool(token, [this](bool_handler h) { async_force_unlock_impl(std::move(h)); });
+  }
+  /// Signature `void(std::error_code, bool locked)`.
+  template <class CompletionToken>
+  auto async_is_locked(CompletionToken&& token) {
+    return initiate_bool(token, [this](bool_handler h) { async_is_locked_impl(std::move(h)); });
+  }
+  /// `owner`'s hold count on the server. Signature `void(std::error_code, long long)`.
+  template <class CompletionToken>
+  auto async_hold_count(owner_id owner, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this, owner](auto handler) {
+          async_hold_count_impl(owner, erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+
+ protected:
+  lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind);
+
+ private:
+  template <class Token, class F>
+  auto initiate_void(Token& token, F f) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this, f](auto handler) { f(erase_handler<std::error_code>(std::move(handler), executor())); }, token);
+  }
+  template <class Token, class F>
+  auto initiate_bool(Token& token, F f) {
+    return asio::async_initiate<Token, void(std::error_code, bool)>(
+        [this, f](auto handler) { f(erase_handler<std::error_code, bool>(std::move(handler), executor())); }, token);
+  }
+  asio::any_io_executor executor() const;
+  void async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool forever,
+                          void_handler h);
+  void async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h);
+  void async_unlock_impl(owner_id owner, void_handler h);
+  void async_force_unlock_impl(bool_handler h);
+  void async_is_locked_impl(bool_handler h);
+  void async_hold_count_impl(owner_id owner, int_handler h);
+
+  std::shared_ptr<client_impl> client_;
+  std::string name_;
+  lock_kind kind_;
+  std::shared_ptr<lost_slot> state_;  // the on_lost callback, shared by copies of the handle
+};
+
+}  // namespace detail
+
+/// A reentrant lock with Redisson's layout: hash `name`, field `<client uuid>:<owner>` holding the
+/// hold count, PEXPIRE as the lease; released with a PUBLISH of `0` on
+/// `redisson_lock__channel:{name}`. A Java service using Redisson's `RLock` on the same name
+/// excludes and is excluded by it, and wakes its waiters.
+///
+/// Satisfies Lockable and TimedLockable (`std::unique_lock`, `std::scoped_lock`, `std::lock_guard`).
+/// Thread-safety: a handle may be shared by threads; each thread is its own owner.
+class reentrant_lock : public detail::lock_handle {
+ public:
+  /// Made by `client::lock(name)`.
+  reentrant_lock(std::shared_ptr<detail::client_impl> c, std::string name)
+      : lock_handle(std::move(c), std::move(name), lock_kind::reentrant) {}
+};
+
+/// The reentrant lock under the name the product uses in examples: `redlease::lock`.
+using lock = reentrant_lock;
+
+/// A non-reentrant lock: `SET name <128-bit random token> NX PX lease`, released by
+/// compare-and-delete, renewed by compare-and-PEXPIRE (the layout of redis-py, redsync,
+/// node-redlock). Re-acquiring by the owner that holds it fails with `errc::would_deadlock`.
+/// A release by redlease publishes on `redlease_mutex__channel:{name}` so waiters wake at once;
+/// holders from other libraries do not publish, so waiters re-check at least every
+/// `config::mutex_poll_cap`, or on the key's keyspace events when the server sends them.
+///
+/// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
+class mutex : public detail::lock_handle {
+ public:
+  /// Made by `client::mutex(name)`.
+  mutex(std::shared_ptr<detail::client_impl> c, std::string name)
+      : lock_handle(std::move(c), std::move(name), lock_kind::mutex) {}
+};
+
+}  // namespace redlease

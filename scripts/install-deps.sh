@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Installs redlease's build and test dependencies from Debian's packages. Idempotent: installs only
+# what is missing, and does not touch the network when everything is present.
+set -euo pipefail
+pkgs=(g++ cmake make pkg-config libasio-dev libhiredis-dev libssl-dev libgtest-dev libgmock-dev
+      libbenchmark-dev libcli11-dev redis-server redis-tools)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+SUDO=""
+if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# The package starts a system-wide redis-server on 6379; redlease's tests and demo start their own.
+if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet redis-server 2>/dev/null; then
+  $SUDO systemctl stop redis-server || true
+fi

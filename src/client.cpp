@@ -1,0 +1,317 @@
+// SPDX-License-Identifier: MIT
+#include "redlease/client.hpp"
+
+#include <asio/strand.hpp>
+
+#include "client_impl.hpp"
+#include "lock/lock_service.hpp"
+#include "random.hpp"
+
+namespace redlease {
+namespace detail {
+
+client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_ex)
+    : cfg_(std::move(cfg)), uuid_(random_uuid()) {
+  if (user_ex) {
+    // A user executor may run on several threads: a strand keeps all of the client's state on one.
+    ex_ = asio::make_strand(*user_ex);
+  } else {
+    own_ctx_ = std::make_unique<asio::io_context>(1);
+    work_.emplace(own_ctx_->get_executor());
+    ex_ = own_ctx_->get_executor();
+  }
+  cmd_ = std::make_shared<connection>(ex_, cfg_, "");
+  sub_ = std::make_unique<subscriber>(ex_, cfg_);
+  locks_ = std::make_unique<lock_service>(*this);
+  cmd_->set_callbacks({[this] { locks_->on_command_connection_up(); }, {}, {}});
+}
+
+client_impl::~client_impl() { shutdown(); }
+
+void client_impl::start() {
+  if (own_ctx_) {
+    thread_ = std::thread([this] {
+      for (;;) {
+        try {
+          own_ctx_->run();
+          return;
+        } catch (...) {
+          // A user's completion handler threw. Asio leaves the context usable; keep serving the
+          // other users of the client rather than terminating the process.
+        }
+      }
+    });
+    thread_id_ = thread_.get_id();
+  }
+  asio::post(ex_, [self = shared_from_this()] { self->cmd_->start(); });
+}
+
+bool client_impl::on_io_thread() const noexcept {
+  if (own_ctx_) return std::this_thread::get_id() == thread_id_;
+  if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return s->running_in_this_thread();
+  return false;
+}
+
+void client_impl::shutdown() noexcept {
+  {
+    std::lock_guard<std::mutex> g(life_mu_);
+    if (closed_.exchange(true)) {
+      if (thread_.joinable() && !on_io_thread()) thread_.join();
+      return;
+    }
+  }
+  auto close_all = [this] {
+    closing_ = true;
+    locks_->close();
+    sub_->close();
+    cmd_->close();
+  };
+  if (on_io_thread()) {
+    close_all();
+  } else {
+    asio::post(ex_, close_all);
+  }
+  work_.reset();
+  if (thread_.joinable()) {
+    if (on_io_thread()) thread_.detach();  // the last reference was dropped on the I/O thread itself
+    else thread_.join();
+  }
+}
+
+void client_impl::exec(std::string payload, reply_handler h, bool idempotent) {
+  cmd_->submit_here(request{std::move(payload),
+                            [h = std::move(h)](std::error_code ec, reply r) mutable {
+                              if (!ec && r.is_error()) ec = error_from_reply_text(r.str);
+                              h(ec, std::move(r));
+                            },
+                            idempotent});
+}
+
+namespace {
+std::string script_payload(const lua_script& s, const std::string& tail, std::size_t nitems, bool full) {
+  std::string out;
+  out.reserve(tail.size() + (full ? s.body.size() : s.sha1.size()) + 32);
+  encode_header(out, nitems + 2);
+  encode_arg(out, full ? std::string_view("EVAL") : std::string_view("EVALSHA"));
+  encode_arg(out, full ? s.body : s.sha1);
+  out.append(tail);
+  return out;
+}
+}  // namespace
+
+void client_impl::exec_script(const lua_script& s, std::string tail, std::size_t nitems, reply_handler h,
+                              bool idempotent) {
+  auto payload = script_payload(s, tail, nitems, false);
+  cmd_->submit_here(request{
+      std::move(payload),
+      [this, &s, tail = std::move(tail), nitems, h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
+        if (!ec && r.is_error() && r.str.compare(0, 8, "NOSCRIPT") == 0) {
+          // The server forgot the script (restart, failover, SCRIPT FLUSH): EVAL runs and caches it.
+          exec(script_payload(s, tail, nitems, true), std::move(h), idempotent);
+          return;
+        }
+        if (!ec && r.is_error()) ec = error_from_reply_text(r.str);
+        h(ec, std::move(r));
+      },
+      idempotent});
+}
+
+}  // namespace detail
+
+// ---- client ------------------------------------------------------------------------------------
+
+client::client(config cfg) : impl_(std::make_shared<detail::client_impl>(std::move(cfg), std::nullopt)) {
+  impl_->start();
+}
+
+client::client(asio::any_io_executor ex, config cfg)
+    : impl_(std::make_shared<detail::client_impl>(std::move(cfg), std::move(ex))) {
+  impl_->start();
+}
+
+client::~client() { close(); }
+client::client(client&&) noexcept = default;
+client& client::operator=(client&& o) noexcept {
+  if (this != &o) {
+    close();
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+
+void client::close() noexcept {
+  if (impl_) impl_->shutdown();
+}
+
+reentrant_lock client::lock(std::string name) {
+  if (name.empty()) throw error(errc::invalid_argument, "client::lock: empty lock name");
+  return reentrant_lock(impl_, std::move(name));
+}
+
+redlease::mutex client::mutex(std::string name) {
+  if (name.empty()) throw error(errc::invalid_argument, "client::mutex: empty lock name");
+  return redlease::mutex(impl_, std::move(name));
+}
+
+
+const std::string& client::id() const noexcept { return impl_->uuid(); }
+const config& client::get_config() const noexcept { return impl_->cfg(); }
+asio::any_io_executor client::get_executor() const noexcept { return impl_->executor(); }
+
+namespace {
+std::string encode(std::initializer_list<std::string_view> args) {
+  std::string p;
+  detail::encode_command(p, args);
+  return p;
+}
+std::string encode(const std::vector<std::string>& args) {
+  std::string p;
+  detail::encode_header(p, args.size());
+  for (auto& a : args) detail::encode_arg(p, a);
+  return p;
+}
+std::string describe(const reply& r, const char* what) {
+  return r.is_error() ? std::string(what) + ": " + r.str : std::string(what);
+}
+}  // namespace
+
+reply client::command(std::initializer_list<std::string_view> args, std::error_code& ec) {
+  if (args.size() == 0) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), p = encode(args)](auto done) mutable {
+    impl->exec(std::move(p), std::move(done));
+  });
+}
+
+reply client::command(const std::vector<std::string>& args, std::error_code& ec) {
+  if (args.empty()) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), p = encode(args)](auto done) mutable {
+    impl->exec(std::move(p), std::move(done));
+  });
+}
+
+reply client::command(std::initializer_list<std::string_view> args) {
+  std::error_code ec;
+  auto r = command(args, ec);
+  if (ec) throw error(ec, describe(r, "client::command"));
+  return r;
+}
+
+reply client::command(const std::vector<std::string>& args) {
+  std::error_code ec;
+  auto r = command(args, ec);
+  if (ec) throw error(ec, describe(r, "client::command"));
+  return r;
+}
+
+void client::async_command_impl(std::vector<std::string> args,
+                                detail::unique_function<void(std::error_code, reply)> h) {
+  if (args.empty()) return h(errc::invalid_argument, reply{});
+  auto p = encode(args);
+  impl_->run([impl = impl_, p = std::move(p), h = std::move(h)]() mutable { impl->exec(std::move(p), std::move(h)); });
+}
+
+void client::ping(std::error_code& ec) {
+  auto r = command({"PING"}, ec);
+  if (!ec && !(r.is_string() && r.str == "PONG")) ec = errc::protocol_error;
+}
+
+void client::ping() {
+  std::error_code ec;
+  ping(ec);
+  throw_if(ec, ("client::ping " + impl_->cfg().redacted_url()).c_str());
+}
+
+// ---- subscriptions -----------------------------------------------------------------------------
+
+struct subscription::state final : detail::subscriber::listener {
+  std::shared_ptr<detail::client_impl> impl;
+  std::string channel;
+  std::function<void(std::string_view, std::string_view)> fn;
+  detail::unique_function<void(std::error_code, bool)> confirmed;
+  bool added = false;
+
+  void on_message(std::string_view ch, std::string_view payload) override {
+    if (fn) fn(ch, payload);
+  }
+  void on_subscribed() override {
+    if (confirmed) {
+      auto c = std::move(confirmed);
+      confirmed = nullptr;
+      c({}, true);
+    }
+  }
+};
+
+void subscription::reset() noexcept {
+  if (!state_) return;
+  auto st = std::move(state_);
+  auto impl = st->impl;
+  // The listener must leave the subscriber on the executor; it stays alive until then.
+  impl->run([st] {
+    if (st->added) st->impl->sub().remove(st->channel, st.get());
+    st->added = false;
+  });
+}
+
+subscription client::subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message,
+                               std::error_code& ec) {
+  if (channel.empty()) {
+    ec = errc::invalid_argument;
+    return {};
+  }
+  auto st = std::make_shared<subscription::state>();
+  st->impl = impl_;
+  st->channel = std::move(channel);
+  st->fn = std::move(on_message);
+  auto timeout = impl_->cfg().request_timeout;
+  detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
+    st->confirmed = std::move(done);
+    st->added = true;
+    st->impl->sub().start();
+    st->impl->sub().add(st->channel, st.get());
+    if (!st->confirmed) return;  // confirmed synchronously (channel already subscribed)
+    auto timer = std::make_shared<asio::steady_timer>(st->impl->executor(), timeout);
+    timer->async_wait([st, timer](std::error_code e) {
+      if (e || !st->confirmed) return;
+      auto c = std::move(st->confirmed);
+      st->confirmed = nullptr;
+      c(errc::request_timeout, false);
+    });
+  });
+  subscription s(st);
+  if (ec) s.reset();
+  return s;
+}
+
+subscription client::subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message) {
+  std::error_code ec;
+  auto s = subscribe(std::move(channel), std::move(on_message), ec);
+  throw_if(ec, "client::subscribe");
+  return s;
+}
+
+client_stats client::stats() const {
+  client_stats s;
+  auto& c = impl_->cmd().stats();
+  s.commands = c.commands;
+  s.writes = c.writes;
+  s.replies = c.replies;
+  s.connects = c.connects;
+  s.connection_losses = c.connection_losses;
+  auto& p = impl_->sub().stats();
+  s.pubsub_commands = p.commands;
+  s.pubsub_connects = p.connects;
+  s.renew_calls = impl_->renew_calls;
+  s.renewed_locks = impl_->renewed_locks;
+  s.held_locks = impl_->held_locks;
+  s.watched_locks = impl_->watched_locks;
+  return s;
+}
+
+}  // namespace redlease

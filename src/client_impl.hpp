@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// The shared state behind `redlease::client` and its lock handles.
+#pragma once
+
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/strand.hpp>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "net/connection.hpp"
+#include "net/script.hpp"
+#include "net/subscriber.hpp"
+#include "redlease/config.hpp"
+#include "redlease/error.hpp"
+
+namespace redlease::detail {
+
+class lock_service;
+
+class client_impl : public std::enable_shared_from_this<client_impl> {
+ public:
+  // With `user_ex` empty the client runs its own io_context on its own thread.
+  client_impl(config cfg, std::optional<asio::any_io_executor> user_ex);
+  ~client_impl();
+  void start();
+  // Closes everything (on the executor) and joins the own thread. Idempotent, noexcept.
+  void shutdown() noexcept;
+
+  const config& cfg() const noexcept { return cfg_; }
+  const std::string& uuid() const noexcept { return uuid_; }
+  const asio::any_io_executor& executor() const noexcept { return ex_; }
+  bool on_io_thread() const noexcept;
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
+  // Runs `f` on the executor (inline when already there). False, and `f` not run, once closed.
+  template <class F>
+  bool run(F&& f) {
+    if (on_io_thread()) {
+      if (closing_) return false;
+      std::forward<F>(f)();
+      return true;
+    }
+    std::lock_guard<std::mutex> g(life_mu_);
+    if (closed_.load(std::memory_order_relaxed)) return false;
+    asio::post(ex_, std::forward<F>(f));
+    return true;
+  }
+
+  // Executor only. `h` gets (ec, reply); an error reply is mapped to its code (the reply is kept).
+  void exec(std::string payload, reply_handler h, bool idempotent = false);
+  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `tail` holds the encoded numkeys, keys
+  // and arguments (`nitems` of them).
+  void exec_script(const lua_script& s, std::string tail, std::size_t nitems, reply_handler h,
+                   bool idempotent = false);
+
+  connection& cmd() noexcept { return *cmd_; }
+  subscriber& sub() noexcept { return *sub_; }
+  lock_service& locks() noexcept { return *locks_; }
+  std::atomic<std::uint64_t> renew_calls{0};
+  std::atomic<std::uint64_t> renewed_locks{0};
+  std::atomic<std::uint64_t> held_locks{0};
+  std::atomic<std::uint64_t> watched_locks{0};
+
+ private:
+  config cfg_;
+  std::string uuid_;
+  std::unique_ptr<asio::io_context> own_ctx_;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
+  asio::any_io_executor ex_;
+  std::thread thread_;
+  std::thread::id thread_id_;
+  std::shared_ptr<connection> cmd_;
+  std::unique_ptr<subscriber> sub_;
+  std::unique_ptr<lock_service> locks_;
+  std::mutex life_mu_;
+  std::atomic<bool> closed_{false};
+  bool closing_ = false;  // executor only
+};
+
+// Runs `start(done)` on the client's executor and blocks until `done(ec, value)` is called.
+// Fails with would_deadlock on the executor itself, and with client_closed once closed.
+template <class T, class Start>
+T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
+  ec.clear();
+  if (c.on_io_thread()) {
+    ec = errc::would_deadlock;
+    return T{};
+  }
+  auto p = std::make_shared<std::promise<std::pair<std::error_code, T>>>();
+  auto fut = p->get_future();
+  bool posted = c.run([p = std::move(p), start = std::forward<Start>(start)]() mutable {
+    start(unique_function<void(std::error_code, T)>(
+        [p](std::error_code e, T v) { p->set_value({e, std::move(v)}); }));
+  });
+  if (!posted) {
+    ec = errc::client_closed;
+    return T{};
+  }
+  try {
+    auto r = fut.get();
+    ec = r.first;
+    return std::move(r.second);
+  } catch (const std::future_error&) {
+    ec = errc::client_closed;
+    return T{};
+  }
+}
+
+}  // namespace redlease::detail

@@ -1,0 +1,245 @@
+// SPDX-License-Identifier: MIT
+#include "redlease/lock.hpp"
+
+#include <atomic>
+
+#include "client_impl.hpp"
+#include "lock/lock_service.hpp"
+#include "redlease/client.hpp"
+
+namespace redlease {
+namespace {
+
+// Sync owners (threads) and async owners (client::new_owner) come from one counter, so they never
+// collide. Starts at 1: Redisson's thread ids are positive.
+std::atomic<owner_id> next_owner{1};
+
+std::string context(const detail::lock_handle& l, const char* op) {
+  return std::string(op) + " \"" + l.name().substr(0, 200) + "\"";
+}
+
+}  // namespace
+
+owner_id this_thread_owner() noexcept {
+  thread_local owner_id id = next_owner.fetch_add(1, std::memory_order_relaxed);
+  return id;
+}
+
+owner_id client::new_owner() noexcept { return next_owner.fetch_add(1, std::memory_order_relaxed); }
+
+namespace detail {
+
+lock_handle::lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind)
+    : client_(std::move(c)), name_(std::move(name)), kind_(kind), state_(std::make_shared<lost_slot>()) {}
+
+asio::any_io_executor lock_handle::executor() const { return client_->executor(); }
+
+// ---- async -------------------------------------------------------------------------------------
+
+void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool,
+                                     void_handler h) {
+  if (client_->closed()) return h(errc::client_closed);
+  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, h = std::move(h)]() mutable {
+    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot),
+                       [h = std::move(h)](std::error_code ec, bool got) mutable {
+                         // Waiting without a bound only ends in the lock or an error.
+                         h(ec ? ec : (got ? std::error_code{} : std::error_code(errc::operation_aborted)));
+                       });
+  });
+}
+
+void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h) {
+  if (client_->closed()) return h(errc::client_closed, false);
+  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, h = std::move(h)]() mutable {
+    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), std::move(h));
+  });
+}
+
+void lock_handle::async_unlock_impl(owner_id owner, void_handler h) {
+  if (client_->closed()) return h(errc::client_closed);
+  client_->run([c = client_, name = name_, kind = kind_, owner, h = std::move(h)]() mutable {
+    c->locks().release(std::move(name), kind, owner, std::move(h));
+  });
+}
+
+void lock_handle::async_force_unlock_impl(bool_handler h) {
+  if (client_->closed()) return h(errc::client_closed, false);
+  client_->run([c = client_, name = name_, kind = kind_, h = std::move(h)]() mutable {
+    c->locks().force_unlock(std::move(name), kind, std::move(h));
+  });
+}
+
+void lock_handle::async_is_locked_impl(bool_handler h) {
+  if (client_->closed()) return h(errc::client_closed, false);
+  std::string p;
+  encode_command(p, {"EXISTS", name_});
+  client_->run([c = client_, p = std::move(p), h = std::move(h)]() mutable {
+    c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      if (ec) return h(ec, false);
+      h({}, r.is_integer() && r.integer > 0);
+    }, true);
+  });
+}
+
+void lock_handle::async_hold_count_impl(owner_id owner, int_handler h) {
+  if (client_->closed()) return h(errc::client_closed, 0);
+  client_->run([c = client_, name = name_, kind = kind_, owner, h = std::move(h)]() mutable {
+    c->locks().hold_count(std::move(name), kind, owner, std::move(h));
+  });
+}
+
+// ---- sync --------------------------------------------------------------------------------------
+
+namespace {
+template <class T, class F>
+T sync(client_impl& c, std::error_code& ec, F&& f) {
+  return sync_call<T>(c, ec, std::forward<F>(f));
+}
+}  // namespace
+
+void lock_handle::lock(std::error_code& ec) {
+  auto owner = this_thread_owner();
+  sync<bool>(*client_, ec, [&](bool_handler done) {
+    client_->locks().acquire(name_, kind_, owner, std::nullopt, std::nullopt, state_, std::move(done));
+  });
+}
+void lock_handle::lock() {
+  std::error_code ec;
+  lock(ec);
+  throw_if(ec, context(*this, "lock").c_str());
+}
+
+void lock_handle::lock(std::chrono::milliseconds lease, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  sync<bool>(*client_, ec, [&](bool_handler done) {
+    client_->locks().acquire(name_, kind_, owner, std::nullopt, lease, state_, std::move(done));
+  });
+}
+void lock_handle::lock(std::chrono::milliseconds lease) {
+  std::error_code ec;
+  lock(lease, ec);
+  throw_if(ec, context(*this, "lock").c_str());
+}
+
+bool lock_handle::try_lock(std::error_code& ec) { return try_lock(std::chrono::milliseconds::zero(), ec); }
+bool lock_handle::try_lock() { return try_lock(std::chrono::milliseconds::zero()); }
+
+bool lock_handle::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  return sync<bool>(*client_, ec, [&](bool_handler done) {
+    client_->locks().acquire(name_, kind_, owner, wait, std::nullopt, state_, std::move(done));
+  });
+}
+bool lock_handle::try_lock(std::chrono::milliseconds wait) {
+  std::error_code ec;
+  bool r = try_lock(wait, ec);
+  throw_if(ec, context(*this, "try_lock").c_str());
+  return r;
+}
+
+bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  return sync<bool>(*client_, ec, [&](bool_handler done) {
+    client_->locks().acquire(name_, kind_, owner, wait, lease, state_, std::move(done));
+  });
+}
+bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease) {
+  std::error_code ec;
+  bool r = try_lock(wait, lease, ec);
+  throw_if(ec, context(*this, "try_lock").c_str());
+  return r;
+}
+
+void lock_handle::unlock(std::error_code& ec) {
+  auto owner = this_thread_owner();
+  sync<bool>(*client_, ec, [&](bool_handler done) {
+    client_->locks().release(name_, kind_, owner,
+                             [done = std::move(done)](std::error_code e) mutable { done(e, !e); });
+  });
+}
+void lock_handle::unlock() {
+  std::error_code ec;
+  unlock(ec);
+  throw_if(ec, context(*this, "unlock").c_str());
+}
+
+bool lock_handle::force_unlock(std::error_code& ec) {
+  return sync<bool>(*client_, ec, [&](bool_handler done) { client_->locks().force_unlock(name_, kind_, std::move(done)); });
+}
+bool lock_handle::force_unlock() {
+  std::error_code ec;
+  bool r = force_unlock(ec);
+  throw_if(ec, context(*this, "force_unlock").c_str());
+  return r;
+}
+
+bool lock_handle::is_locked(std::error_code& ec) {
+  return sync<bool>(*client_, ec, [&](bool_handler done) { async_is_locked_impl(std::move(done)); });
+}
+bool lock_handle::is_locked() {
+  std::error_code ec;
+  bool r = is_locked(ec);
+  throw_if(ec, context(*this, "is_locked").c_str());
+  return r;
+}
+
+long long lock_handle::hold_count(std::error_code& ec) {
+  auto owner = this_thread_owner();
+  return sync<long long>(*client_, ec, [&](int_handler done) {
+    client_->locks().hold_count(name_, kind_, owner, std::move(done));
+  });
+}
+long long lock_handle::hold_count() {
+  std::error_code ec;
+  auto r = hold_count(ec);
+  throw_if(ec, context(*this, "hold_count").c_str());
+  return r;
+}
+
+bool lock_handle::is_held_by_current_thread(std::error_code& ec) { return hold_count(ec) > 0; }
+bool lock_handle::is_held_by_current_thread() { return hold_count() > 0; }
+
+std::chrono::milliseconds lock_handle::remaining_ttl(std::error_code& ec) {
+  std::string p;
+  encode_command(p, {"PTTL", name_});
+  auto v = sync<long long>(*client_, ec, [&](int_handler done) {
+    client_->exec(std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
+      if (e) return done(e, -2);
+      if (!r.is_integer()) return done(errc::protocol_error, -2);
+      done({}, r.integer);
+    }, true);
+  });
+  return std::chrono::milliseconds(ec ? -2 : v);
+}
+std::chrono::milliseconds lock_handle::remaining_ttl() {
+  std::error_code ec;
+  auto r = remaining_ttl(ec);
+  throw_if(ec, context(*this, "remaining_ttl").c_str());
+  return r;
+}
+
+// ---- local view --------------------------------------------------------------------------------
+
+namespace {
+lock_service::local_view view_of(client_impl& c, const std::string& name, owner_id owner) {
+  std::error_code ec;
+  return sync_call<lock_service::local_view>(c, ec, [&](auto done) { done({}, c.locks().view(name, owner)); });
+}
+}  // namespace
+
+bool lock_handle::valid(owner_id owner) const { return view_of(*client_, name_, owner).valid; }
+bool lock_handle::valid() const { return valid(this_thread_owner()); }
+std::chrono::steady_clock::time_point lock_handle::valid_until(owner_id owner) const {
+  return view_of(*client_, name_, owner).valid_until;
+}
+std::chrono::steady_clock::time_point lock_handle::valid_until() const { return valid_until(this_thread_owner()); }
+std::stop_token lock_handle::lost_token(owner_id owner) const { return view_of(*client_, name_, owner).token; }
+std::stop_token lock_handle::lost_token() const { return lost_token(this_thread_owner()); }
+
+void lock_handle::on_lost(lost_handler cb) {
+  std::lock_guard<std::mutex> g(state_->mu);
+  state_->fn = std::move(cb);
+}
+
+}  // namespace detail
+}  // namespace redlease

@@ -1,0 +1,659 @@
+// SPDX-License-Identifier: MIT
+#include "lock/lock_service.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+#include "client_impl.hpp"
+#include "net/resp.hpp"
+#include "random.hpp"
+#include "redlease_lua.hpp"
+
+namespace redlease::detail {
+namespace {
+
+std::string to_string_ms(ms d) { return std::to_string(d.count()); }
+
+bool transient(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
+         ec == errc::connect_timeout || ec == errc::server_busy;
+}
+
+bool valid_duration(ms d, bool allow_zero) {
+  return (allow_zero ? d.count() >= 0 : d.count() > 0) && d <= max_duration;
+}
+
+}  // namespace
+
+std::string lock_channel(std::string_view name, lock_kind kind) {
+  std::string_view prefix = kind == lock_kind::reentrant ? "redisson_lock__channel" : "redlease_mutex__channel";
+  std::string out;
+  out.reserve(prefix.size() + name.size() + 3);
+  out.append(prefix);
+  if (name.find('{') != std::string_view::npos) {
+    out.push_back(':');
+    out.append(name);
+  } else {
+    out.append(":{");
+    out.append(name);
+    out.push_back('}');
+  }
+  return out;
+}
+
+// ---- state ------------------------------------------------------------------------------------
+
+struct lock_service::hold : watch_entry {
+  std::string name;
+  owner_id owner = 0;
+  lock_kind kind = lock_kind::reentrant;
+  std::string id;                          // reentrant: owner field; mutex: token
+  std::vector<std::optional<ms>> levels;   // one per acquisition: its fixed lease, or none (watchdog)
+  bool lost = false;
+  bool removed = false;
+  std::stop_source stop;
+  std::shared_ptr<lost_slot> slot;
+
+  bool watchdog() const {
+    return std::any_of(levels.begin(), levels.end(), [](const auto& l) { return !l.has_value(); });
+  }
+};
+
+struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter> {
+  std::string name;
+  lock_kind kind = lock_kind::reentrant;
+  owner_id owner = 0;
+  std::optional<ms> lease;
+  std::optional<clock::time_point> deadline;
+  std::shared_ptr<lost_slot> slot;
+  std::string id;  // mutex token, reused across attempts
+  bool_handler done;
+  asio::steady_timer timer;
+  bool trying = false;
+  bool again = false;     // a wake-up came while an attempt was on the wire
+  bool finished = false;
+  bool poll_capped = false;
+  std::error_code last_error;
+  std::vector<channel_entry*> channels;
+
+  explicit waiter(const asio::any_io_executor& ex) : timer(ex) {}
+};
+
+struct lock_service::channel_entry final : subscriber::listener {
+  lock_service* svc = nullptr;
+  std::string channel;
+  bool keyspace = false;
+  std::list<waiter*> waiters;  // FIFO: a plain unlock wakes the longest waiting
+
+  void on_message(std::string_view, std::string_view payload) override {
+    if (keyspace) {
+      if (payload == "del" || payload == "expired" || payload == "evicted") svc->wake(*this, false);
+      return;
+    }
+    // Redisson: "0" is an unlock (wake one), "1" a write-lock unlock (wake all).
+    svc->wake(*this, payload == "1");
+  }
+  void on_subscribed() override { svc->wake(*this, true); }
+};
+
+std::size_t lock_service::key_hash::operator()(const key& k) const noexcept {
+  return std::hash<std::string_view>{}(k.name) ^ (std::hash<owner_id>{}(k.owner) * 0x9e3779b97f4a7c15ULL);
+}
+
+lock_service::lock_service(client_impl& c)
+    : c_(c),
+      schedule_(std::max<clock::duration>(c.cfg().watchdog_timeout / 30, std::chrono::milliseconds(1))),
+      wd_timer_(c.executor()),
+      interval_(std::max<ms>(c.cfg().watchdog_timeout / 3, ms(1))) {}
+
+lock_service::~lock_service() = default;
+
+std::string lock_service::field_of(owner_id owner) const {
+  std::string f;
+  f.reserve(c_.uuid().size() + 21);
+  f.append(c_.uuid());
+  f.push_back(':');
+  char buf[24];
+  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, owner);
+  (void)ec;
+  f.append(buf, p);
+  return f;
+}
+
+lock_service::hold* lock_service::find(std::string_view name, owner_id owner) const {
+  auto it = holds_.find(key{name, owner});
+  return it == holds_.end() ? nullptr : it->second.get();
+}
+
+lock_service::local_view lock_service::view(std::string_view name, owner_id owner) const {
+  local_view v;
+  if (auto* h = find(name, owner)) {
+    v.held = true;
+    v.valid = !h->lost && clock::now() < h->valid_until;
+    v.valid_until = h->valid_until;
+    v.token = h->stop.get_token();
+  }
+  return v;
+}
+
+// ---- acquire -----------------------------------------------------------------------------------
+
+void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
+                           attempt_handler h) {
+  (void)owner;
+  std::string tail;
+  tail.reserve(name.size() + id.size() + 48);
+  encode_arg(tail, 1LL);
+  encode_arg(tail, name);
+  const lua_script* s;
+  if (kind == lock_kind::reentrant) {
+    s = &lua::acquire;
+    encode_arg(tail, lease.count());
+    encode_arg(tail, id);
+  } else {
+    s = &lua::mutex_acquire;
+    encode_arg(tail, id);
+    encode_arg(tail, lease.count());
+  }
+  auto sent = clock::now();
+  c_.exec_script(*s, std::move(tail), 4, [h = std::move(h), sent](std::error_code ec, reply r) mutable {
+    if (ec) return h(ec, std::nullopt, sent);
+    if (r.is_nil()) return h({}, std::nullopt, sent);
+    if (r.is_integer()) return h({}, r.integer, sent);
+    h(errc::protocol_error, std::nullopt, sent);
+  });
+}
+
+void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
+                           std::optional<ms> lease, std::shared_ptr<lost_slot> slot, bool_handler h) {
+  if (closed_) return h(errc::client_closed, false);
+  if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
+    return h(errc::invalid_argument, false);
+  if (kind == lock_kind::mutex) {
+    if (auto* held = find(name, owner); held && !held->lost) return h(errc::would_deadlock, false);
+  }
+  auto w = std::make_shared<waiter>(c_.executor());
+  w->name = std::move(name);
+  w->kind = kind;
+  w->owner = owner;
+  w->lease = lease;
+  if (wait) w->deadline = clock::now() + *wait;
+  w->slot = std::move(slot);
+  w->done = std::move(h);
+  if (kind == lock_kind::reentrant) w->id = field_of(owner);
+  else w->id = random_token();
+  w->trying = true;
+  ms effective = lease.value_or(c_.cfg().watchdog_timeout);
+  attempt(w->name, kind, owner, effective, w->id,
+          [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) mutable {
+            w->trying = false;
+            if (closed_) return finish_waiter(w, errc::client_closed, false);
+            // The first attempt reports errors as they are: an unreachable server fails fast.
+            if (ec) return finish_waiter(w, ec, false);
+            if (!pttl) {
+              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
+              return finish_waiter(w, {}, true);
+            }
+            if (w->deadline && clock::now() >= *w->deadline) return finish_waiter(w, {}, false);
+            start_waiter(w, pttl);
+          });
+}
+
+void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
+                               const std::string& id, clock::time_point sent,
+                               const std::shared_ptr<lost_slot>& slot) {
+  auto it = holds_.find(key{name, owner});
+  std::shared_ptr<hold> h;
+  if (it != holds_.end() && !it->second->lost) {
+    h = it->second;
+  } else {
+    if (it != holds_.end()) erase(it->second.get());
+    h = std::make_shared<hold>();
+    h->name = name;
+    h->owner = owner;
+    h->kind = kind;
+    h->id = id;
+    holds_.emplace(key{h->name, owner}, h);
+    ++c_.held_locks;
+  }
+  if (slot) h->slot = slot;
+  h->levels.push_back(lease);
+  h->valid_until = sent + lease.value_or(c_.cfg().watchdog_timeout);
+  reschedule(*h);
+}
+
+void lock_service::reschedule(hold& h) {
+  bool was = h.renewable;
+  h.renewable = h.watchdog();
+  if (was != h.renewable) {
+    if (h.renewable) ++c_.watched_locks;
+    else --c_.watched_locks;
+  }
+  if (h.in_flight) {
+    schedule_.add(&h, h.valid_until);
+  } else if (h.renewable) {
+    // Renew a third of the watchdog timeout after the lease was last set.
+    schedule_.add(&h, std::min(h.valid_until, h.valid_until - c_.cfg().watchdog_timeout + interval_));
+  } else {
+    schedule_.add(&h, h.valid_until);
+  }
+  arm_watchdog();
+}
+
+void lock_service::erase(hold* h) {
+  if (h == nullptr || h->removed) return;
+  schedule_.remove(h);
+  if (h->renewable) --c_.watched_locks;
+  h->renewable = false;
+  h->removed = true;
+  --c_.held_locks;
+  holds_.erase(key{h->name, h->owner});
+}
+
+void lock_service::mark_lost(hold& h, lost_reason why) {
+  if (h.lost) return;
+  h.lost = true;
+  schedule_.remove(&h);
+  if (h.renewable) --c_.watched_locks;
+  h.renewable = false;
+  h.stop.request_stop();
+  lost_handler fn;
+  if (h.slot) {
+    std::lock_guard<std::mutex> g(h.slot->mu);
+    fn = h.slot->fn;
+  }
+  if (fn) {
+    try {
+      fn(lost_info{h.name, h.owner, why});
+    } catch (...) {
+      // A throwing callback must not take the client's I/O thread down with it.
+    }
+  }
+  // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
+  // a fixed-lease lock that is never unlocked is a common pattern.
+  auto now = clock::now();
+  auto self = holds_.find(key{h.name, h.owner});
+  if (self != holds_.end()) lost_.emplace_back(now, self->second);
+  while (!lost_.empty() && now - lost_.front().first > std::chrono::minutes(5)) {
+    if (auto old = lost_.front().second.lock(); old && old->lost) erase(old.get());
+    lost_.pop_front();
+  }
+}
+
+// ---- waiting -----------------------------------------------------------------------------------
+
+void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
+  waiters_.insert(w);
+  auto go = [this, w, pttl] {
+    if (w->finished) return;
+    join_channel(w, lock_channel(w->name, w->kind), false);
+    if (w->kind == lock_kind::mutex) {
+      if (keyspace_ == keyspace::on) {
+        std::string ch = "__keyspace@" + std::to_string(c_.cfg().database) + "__:" + w->name;
+        join_channel(w, ch, true);
+      } else {
+        w->poll_capped = true;
+      }
+    }
+    if (!w->finished && !w->trying) waiter_sleep(w, pttl);
+  };
+  if (w->kind == lock_kind::mutex) with_keyspace_state(std::move(go));
+  else go();
+}
+
+void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::string& channel, bool keyspace) {
+  auto it = channels_.find(channel);
+  bool fresh = it == channels_.end();
+  if (fresh) {
+    auto e = std::make_unique<channel_entry>();
+    e->svc = this;
+    e->channel = channel;
+    e->keyspace = keyspace;
+    it = channels_.emplace(channel, std::move(e)).first;
+  }
+  channel_entry& e = *it->second;
+  e.waiters.push_back(w.get());
+  w->channels.push_back(&e);
+  if (fresh) {
+    c_.sub().add(channel, &e);  // confirmation wakes the waiters (closing the subscribe race)
+  } else if (c_.sub().confirmed(channel)) {
+    // Already subscribed: an unlock may have come between our attempt and joining; try again.
+    waiter_try(w);
+  }
+}
+
+void lock_service::leave_channels(waiter& w) {
+  for (auto* e : w.channels) {
+    e->waiters.remove(&w);
+    if (e->waiters.empty()) {
+      std::string ch = e->channel;
+      c_.sub().remove(ch, e);
+      channels_.erase(ch);
+    }
+  }
+  w.channels.clear();
+}
+
+void lock_service::wake(channel_entry& ch, bool all) {
+  // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
+  std::vector<std::shared_ptr<waiter>> targets;
+  for (auto* w : ch.waiters) {
+    if (w->finished) continue;
+    targets.push_back(w->shared_from_this());
+    if (!all) break;
+  }
+  for (auto& w : targets) waiter_try(w);
+}
+
+void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl) {
+  auto now = clock::now();
+  clock::time_point until = clock::time_point::max();
+  if (pttl && *pttl >= 0) until = now + ms(*pttl);
+  if (w->poll_capped) until = std::min(until, now + c_.cfg().mutex_poll_cap);
+  if (w->last_error) until = std::min(until, now + std::min<ms>(c_.cfg().reconnect_max_delay, ms(1000)));
+  if (w->deadline) until = std::min(until, *w->deadline);
+  if (until == clock::time_point::max()) return;  // no TTL, no deadline: only a message wakes us
+  w->timer.expires_at(until);
+  w->timer.async_wait([this, w](std::error_code ec) {
+    if (ec || w->finished || w->trying) return;
+    waiter_try(w);
+  });
+}
+
+void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
+  if (w->finished) return;
+  if (w->trying) {
+    w->again = true;
+    return;
+  }
+  w->trying = true;
+  w->again = false;
+  w->timer.cancel();
+  ms effective = w->lease.value_or(c_.cfg().watchdog_timeout);
+  attempt(w->name, w->kind, w->owner, effective, w->id,
+          [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) {
+            w->trying = false;
+            if (w->finished) return;
+            if (closed_) return finish_waiter(w, errc::client_closed, false);
+            bool past = w->deadline && clock::now() >= *w->deadline;
+            if (ec) {
+              // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,
+              // and report the error if it is still failing then.
+              if (!transient(ec) || past) return finish_waiter(w, ec, false);
+              w->last_error = ec;
+              return waiter_sleep(w, std::nullopt);
+            }
+            w->last_error.clear();
+            if (!pttl) {
+              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
+              return finish_waiter(w, {}, true);
+            }
+            if (past) return finish_waiter(w, {}, false);
+            if (w->again) return waiter_try(w);
+            waiter_sleep(w, pttl);
+          });
+}
+
+void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
+  if (w->finished) return;
+  w->finished = true;
+  w->timer.cancel();
+  leave_channels(*w);
+  auto done = std::move(w->done);
+  waiters_.erase(w);
+  if (done) done(ec, acquired);
+}
+
+void lock_service::with_keyspace_state(unique_function<void()> then) {
+  if (keyspace_ == keyspace::on || keyspace_ == keyspace::off) return then();
+  keyspace_waiting_.push_back(std::move(then));
+  if (keyspace_ == keyspace::querying) return;
+  keyspace_ = keyspace::querying;
+  std::string cmd;
+  encode_command(cmd, {"CONFIG", "GET", "notify-keyspace-events"});
+  c_.exec(std::move(cmd), [this](std::error_code ec, reply r) {
+    bool on = false;
+    if (!ec && r.is_array() && r.elements.size() == 2) {
+      const std::string& f = r.elements[1].str;
+      bool k = f.find('K') != std::string::npos;
+      bool all = f.find('A') != std::string::npos;
+      on = k && (all || (f.find('g') != std::string::npos && f.find('x') != std::string::npos));
+    }
+    keyspace_ = on ? keyspace::on : keyspace::off;
+    auto pending = std::move(keyspace_waiting_);
+    keyspace_waiting_.clear();
+    for (auto& f : pending) f();
+  }, true);
+}
+
+void lock_service::on_command_connection_up() {
+  if (keyspace_ != keyspace::querying) keyspace_ = keyspace::unknown;
+}
+
+// ---- release -----------------------------------------------------------------------------------
+
+void lock_service::release(std::string name, lock_kind kind, owner_id owner, void_handler done) {
+  if (closed_) return done(errc::client_closed);
+  if (name.empty()) return done(errc::invalid_argument);
+  hold* raw = find(name, owner);
+  std::shared_ptr<hold> h;
+  if (raw) h = holds_.find(key{name, owner})->second;
+
+  if (kind == lock_kind::mutex) {
+    // Without the token there is nothing this owner could release.
+    if (!h) return done(errc::not_owner);
+    std::string tail;
+    encode_arg(tail, 2LL);
+    encode_arg(tail, name);
+    encode_arg(tail, lock_channel(name, kind));
+    encode_arg(tail, h->id);
+    c_.exec_script(lua::mutex_release, std::move(tail), 4,
+                   [this, h, done = std::move(done)](std::error_code ec, reply r) mutable {
+                     if (ec && ec != errc::connection_lost) return done(ec);
+                     // A lost reply: the compare-and-delete may have run. Either way the token is ours
+                     // alone, so the lock is not held by us any more; retrying adds nothing.
+                     bool was_lost = h->lost;
+                     if (!ec && r.is_integer() && r.integer == 0 && !was_lost) mark_lost(*h, lost_reason::taken);
+                     erase(h.get());
+                     if (was_lost || (!ec && r.is_integer() && r.integer == 0)) return done(errc::lock_lost);
+                     done({});
+                   });
+    return;
+  }
+  long long expected = h ? static_cast<long long>(h->levels.size()) : 0;
+  release_reentrant(std::move(h), std::move(name), owner, 0, expected, std::move(done));
+}
+
+void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
+                                     long long expected, void_handler done) {
+  // The lease the remaining holds keep if this is not the last one.
+  ms lease = c_.cfg().watchdog_timeout;
+  if (h && h->levels.size() > 1) {
+    bool wd = false;
+    for (std::size_t i = 0; i + 1 < h->levels.size(); ++i) wd = wd || !h->levels[i];
+    if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
+  }
+  std::string tail;
+  encode_arg(tail, 2LL);
+  encode_arg(tail, name);
+  encode_arg(tail, lock_channel(name, lock_kind::reentrant));
+  encode_arg(tail, std::string_view("0"));
+  encode_arg(tail, lease.count());
+  encode_arg(tail, h ? std::string_view(h->id) : std::string_view(field_of(owner)));
+  encode_arg(tail, expected);
+  encode_arg(tail, std::string_view(attempt_no > 0 ? "1" : "0"));
+  c_.exec_script(
+      lua::release, std::move(tail), 8,
+      [this, h, name = std::move(name), owner, attempt_no, expected, done = std::move(done)](std::error_code ec,
+                                                                                             reply r) mutable {
+        if (ec == errc::connection_lost && attempt_no < 3 && !closed_) {
+          // The reply was lost; the script may or may not have run. The retry tells the script which
+          // count to expect, so it never decrements twice.
+          return release_reentrant(std::move(h), std::move(name), owner, attempt_no + 1, expected, std::move(done));
+        }
+        if (ec) return done(ec);
+        bool was_lost = h && h->lost;
+        if (r.is_nil()) {
+          if (!h) return done(errc::not_owner);
+          // A retry of the last hold that finds nothing: the first attempt freed it.
+          if (attempt_no > 0 && expected == 1 && !was_lost) {
+            erase(h.get());
+            return done({});
+          }
+          if (!was_lost) mark_lost(*h, lost_reason::deleted);
+          erase(h.get());
+          return done(errc::lock_lost);
+        }
+        if (!r.is_integer()) return done(errc::protocol_error);
+        if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)
+        if (r.integer == 1 || h->levels.size() <= 1 || was_lost) {
+          erase(h.get());
+        } else {
+          h->levels.pop_back();
+          reschedule(*h);
+        }
+        done(was_lost ? std::error_code(errc::lock_lost) : std::error_code{});
+      });
+}
+
+void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler done) {
+  if (closed_) return done(errc::client_closed, false);
+  if (name.empty()) return done(errc::invalid_argument, false);
+  std::string tail;
+  encode_arg(tail, 2LL);
+  encode_arg(tail, name);
+  encode_arg(tail, lock_channel(name, kind));
+  encode_arg(tail, std::string_view("0"));
+  c_.exec_script(lua::force_unlock, std::move(tail), 4,
+                 [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
+                   if (ec) return done(ec, false);
+                   if (!r.is_integer()) return done(errc::protocol_error, false);
+                   // Holds of this client on the name are gone too: tell their owners.
+                   std::vector<hold*> mine;
+                   for (auto& [k, h] : holds_)
+                     if (k.name == name && !h->lost) mine.push_back(h.get());
+                   for (auto* h : mine) mark_lost(*h, lost_reason::deleted);
+                   done({}, r.integer == 1);
+                 });
+}
+
+void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, int_handler done) {
+  if (closed_) return done(errc::client_closed, 0);
+  if (name.empty()) return done(errc::invalid_argument, 0);
+  std::string cmd;
+  if (kind == lock_kind::reentrant) {
+    encode_command(cmd, {"HGET", name, field_of(owner)});
+    c_.exec(std::move(cmd), [done = std::move(done)](std::error_code ec, reply r) mutable {
+      if (ec) return done(ec, 0);
+      if (r.is_nil()) return done({}, 0);
+      long long v = 0;
+      auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+      if (e != std::errc{} || p != r.str.data() + r.str.size()) return done(errc::protocol_error, 0);
+      done({}, v);
+    }, true);
+    return;
+  }
+  hold* h = find(name, owner);
+  std::string token = h ? h->id : std::string{};
+  encode_command(cmd, {"GET", name});
+  c_.exec(std::move(cmd), [token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
+    if (ec) return done(ec, 0);
+    done({}, (!token.empty() && r.is_string() && r.str == token) ? 1 : 0);
+  }, true);
+}
+
+// ---- watchdog ----------------------------------------------------------------------------------
+
+void lock_service::arm_watchdog() {
+  auto next = schedule_.next();
+  if (next == clock::time_point::max() || closed_) return;
+  if (next >= wd_armed_at_) return;
+  wd_armed_at_ = next;
+  wd_timer_.expires_at(next);
+  wd_timer_.async_wait([this, next](std::error_code ec) {
+    if (ec || closed_ || next != wd_armed_at_) return;
+    wd_armed_at_ = clock::time_point::max();
+    on_watchdog_timer();
+  });
+}
+
+void lock_service::on_watchdog_timer() {
+  auto due = schedule_.take_due(clock::now());
+  std::vector<std::shared_ptr<hold>> batch;
+  batch.reserve(due.renew.size());
+  for (auto* e : due.renew) {
+    auto* h = static_cast<hold*>(e);
+    batch.push_back(holds_.find(key{h->name, h->owner})->second);
+  }
+  for (auto* e : due.expired) mark_lost(*static_cast<hold*>(e), lost_reason::expired);
+  if (!batch.empty()) send_renewals(std::move(batch));
+  arm_watchdog();
+}
+
+void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
+  const std::size_t per_call = std::max<std::size_t>(1, c_.cfg().watchdog_batch_size);
+  std::string lease = to_string_ms(c_.cfg().watchdog_timeout);
+  for (std::size_t start = 0; start < all.size(); start += per_call) {
+    std::size_t n = std::min(per_call, all.size() - start);
+    std::vector<std::shared_ptr<hold>> batch(all.begin() + static_cast<std::ptrdiff_t>(start),
+                                             all.begin() + static_cast<std::ptrdiff_t>(start + n));
+    std::string tail;
+    std::size_t bytes = 32;
+    for (auto& h : batch) bytes += h->name.size() + h->id.size() + 32;
+    tail.reserve(bytes);
+    encode_arg(tail, static_cast<long long>(n));
+    for (auto& h : batch) encode_arg(tail, h->name);
+    encode_arg(tail, lease);
+    std::string arg;
+    for (auto& h : batch) {
+      arg.assign(1, h->kind == lock_kind::reentrant ? 'h' : 's');
+      arg.append(h->id);
+      encode_arg(tail, arg);
+    }
+    auto sent = clock::now();
+    ++c_.renew_calls;
+    c_.exec_script(lua::renew, std::move(tail), 2 * n + 1,
+                   [this, batch = std::move(batch), sent](std::error_code ec, reply r) {
+                     if (closed_) return;
+                     bool shaped = !ec && r.is_array() && r.elements.size() == batch.size();
+                     auto now = clock::now();
+                     ms retry = std::max<ms>(interval_ / 4, ms(5));
+                     for (std::size_t i = 0; i < batch.size(); ++i) {
+                       auto& h = *batch[i];
+                       h.in_flight = false;
+                       if (h.removed || h.lost) continue;
+                       long long res = shaped && r.elements[i].is_integer() ? r.elements[i].integer : -1;
+                       if (res == 1) {
+                         ++c_.renewed_locks;
+                         h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
+                         reschedule(h);
+                       } else if (res == 0) {
+                         mark_lost(h, lost_reason::deleted);
+                       } else if (res == 2 || res == 3) {
+                         mark_lost(h, lost_reason::taken);
+                       } else if (now >= h.valid_until) {
+                         mark_lost(h, lost_reason::expired);
+                       } else {
+                         // The renewal failed (timeout, reconnect, script error): try again soon, and
+                         // declare the lock lost when its deadline passes unrenewed.
+                         schedule_.add(&h, std::min(h.valid_until, now + retry));
+                       }
+                     }
+                     arm_watchdog();
+                   },
+                   true);
+  }
+}
+
+void lock_service::close() {
+  if (closed_) return;
+  closed_ = true;
+  wd_timer_.cancel();
+  auto ws = waiters_;
+  for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
+  for (auto& [k, h] : holds_) schedule_.remove(h.get());
+  auto pending = std::move(keyspace_waiting_);
+  keyspace_waiting_.clear();
+}
+
+}  // namespace redlease::detail

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// Everything a client knows about its locks: the holds, the waiters and their channels, and the
+// watchdog that renews the holds. Runs on the client's executor only.
+#pragma once
+
+#include <asio/steady_timer.hpp>
+
+#include <deque>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "net/subscriber.hpp"
+#include "redlease/lock.hpp"
+#include "watchdog/scheduler.hpp"
+
+namespace redlease::detail {
+
+class client_impl;
+
+/// The on_lost callback of a handle (and its copies); read on the executor, set from any thread.
+struct lost_slot {
+  std::mutex mu;
+  lost_handler fn;
+};
+
+/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
+/// rejected as invalid rather than overflowing time arithmetic.
+inline constexpr ms max_duration{1LL << 40};
+
+/// The unlock channel of a lock, as Redisson names it: `prefix:{name}`, or `prefix:name` when the
+/// name already contains a `{` (so the channel shares the key's cluster slot).
+std::string lock_channel(std::string_view name, lock_kind kind);
+
+class lock_service {
+ public:
+  explicit lock_service(client_impl& c);
+  ~lock_service();
+
+  /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
+  void acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait, std::optional<ms> lease,
+               std::shared_ptr<lost_slot> slot, bool_handler h);
+  void release(std::string name, lock_kind kind, owner_id owner, void_handler h);
+  void force_unlock(std::string name, lock_kind kind, bool_handler h);
+  void hold_count(std::string name, lock_kind kind, owner_id owner, int_handler h);
+
+  struct local_view {
+    bool held = false;
+    bool valid = false;
+    clock::time_point valid_until = clock::time_point::min();
+    std::stop_token token;
+  };
+  local_view view(std::string_view name, owner_id owner) const;
+
+  void on_command_connection_up();
+  void close();
+
+ private:
+  struct hold;
+  struct waiter;
+  struct channel_entry;
+  struct key {
+    std::string_view name;
+    owner_id owner;
+    bool operator==(const key&) const = default;
+  };
+  struct key_hash {
+    std::size_t operator()(const key& k) const noexcept;
+  };
+  using attempt_handler = unique_function<void(std::error_code, std::optional<long long> pttl, clock::time_point sent)>;
+
+  std::string field_of(owner_id owner) const;
+  void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
+               attempt_handler h);
+  void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
+                   const std::string& id, clock::time_point sent, const std::shared_ptr<lost_slot>& slot);
+  hold* find(std::string_view name, owner_id owner) const;
+  void erase(hold* h);
+  void mark_lost(hold& h, lost_reason why);
+  void reschedule(hold& h);
+  void arm_watchdog();
+  void on_watchdog_timer();
+  void send_renewals(std::vector<std::shared_ptr<hold>> batch);
+  void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
+                         long long expected, void_handler done);
+
+  // waiting
+  void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);
+  void waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl);
+  void waiter_try(const std::shared_ptr<waiter>& w);
+  void finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired);
+  void join_channel(const std::shared_ptr<waiter>& w, const std::string& channel, bool keyspace);
+  void leave_channels(waiter& w);
+  void wake(channel_entry& ch, bool all);
+  void with_keyspace_state(unique_function<void()> then);
+
+  client_impl& c_;
+  std::unordered_map<key, std::shared_ptr<hold>, key_hash> holds_;
+  std::deque<std::pair<clock::time_point, std::weak_ptr<hold>>> lost_;  // lost holds, for cleanup
+  std::unordered_set<std::shared_ptr<waiter>> waiters_;
+  std::unordered_map<std::string, std::unique_ptr<channel_entry>> channels_;
+  schedule schedule_;
+  asio::steady_timer wd_timer_;
+  clock::time_point wd_armed_at_ = clock::time_point::max();
+  ms interval_;
+  enum class keyspace { unknown, querying, on, off } keyspace_ = keyspace::unknown;
+  std::vector<unique_function<void()>> keyspace_waiting_;
+  bool closed_ = false;
+};
+
+}  // namespace redlease::detail

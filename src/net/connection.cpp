@@ -1,0 +1,398 @@
+// SPDX-License-Identifier: MIT
+#include "net/connection.hpp"
+
+#include <asio/connect.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/local/stream_protocol.hpp>
+#include <asio/post.hpp>
+
+#include <algorithm>
+
+#include "redlease/error.hpp"
+
+namespace redlease::detail {
+namespace {
+
+constexpr std::size_t read_chunk = 64 * 1024;
+
+bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+std::error_code error_from_reply_text(std::string_view t) {
+  if (starts_with(t, "WRONGTYPE")) return errc::wrong_type;
+  if (starts_with(t, "NOAUTH") || starts_with(t, "WRONGPASS") || starts_with(t, "ERR invalid password") ||
+      starts_with(t, "ERR AUTH") || starts_with(t, "ERR Client sent AUTH"))
+    return errc::auth_failed;
+  if (starts_with(t, "BUSY") || starts_with(t, "LOADING") || starts_with(t, "OOM") ||
+      starts_with(t, "MASTERDOWN") || starts_with(t, "TRYAGAIN"))
+    return errc::server_busy;
+  if (starts_with(t, "READONLY")) return errc::server_readonly;
+  // Inside a script, Redis 7 reports the failing command's error after a generic prefix.
+  if (t.find("WRONGTYPE") != std::string_view::npos) return errc::wrong_type;
+  if (t.find("OOM command not allowed") != std::string_view::npos) return errc::server_busy;
+  if (t.find("READONLY") != std::string_view::npos) return errc::server_readonly;
+  return errc::server_error;
+}
+
+connection::connection(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
+    : ex_(std::move(ex)),
+      cfg_(cfg),
+      client_name_(cfg.client_name.empty() ? std::string{} : cfg.client_name + name_suffix),
+      sock_(ex_),
+      attempt_timer_(ex_),
+      timeout_timer_(ex_),
+      rbuf_(new char[read_chunk]),
+      jitter_(std::random_device{}()) {}
+
+connection::~connection() = default;
+
+void connection::start() {
+  if (state_ == state::idle) connect_attempt();
+}
+
+void connection::connect_attempt() {
+  ++gen_;
+  auto gen = gen_;
+  auto self = shared_from_this();
+  std::error_code ignored;
+  sock_.close(ignored);
+  reader_.reset();
+  wbuf_.clear();
+  woff_ = 0;
+  writing_ = false;
+
+  attempt_timer_.expires_after(cfg_.connect_timeout);
+  attempt_timer_.async_wait([this, self, gen](std::error_code ec) {
+    if (ec || gen != gen_ || state_ == state::up || state_ == state::closed || state_ == state::backoff)
+      return;
+    attempt_failed(errc::connect_timeout);
+  });
+
+  if (!cfg_.unix_socket.empty()) {
+    state_ = state::connecting;
+    asio::local::stream_protocol::endpoint ep(cfg_.unix_socket);
+    sock_.async_connect(asio::generic::stream_protocol::endpoint(ep), [this, self, gen](std::error_code ec) {
+      if (gen != gen_ || state_ != state::connecting) return;
+      if (ec) return attempt_failed(errc::connect_failed);
+      on_connected(gen);
+    });
+    return;
+  }
+
+  state_ = state::resolving;
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
+  resolver->async_resolve(
+      cfg_.host, std::to_string(cfg_.port),
+      [this, self, gen, resolver](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+        if (gen != gen_ || state_ != state::resolving) return;
+        if (ec || results.empty()) return attempt_failed(errc::connect_failed);
+        state_ = state::connecting;
+        auto eps = std::make_shared<std::vector<asio::ip::tcp::endpoint>>();
+        for (auto& r : results) eps->push_back(r.endpoint());
+        connect_endpoint(std::move(eps), 0, gen);
+      });
+}
+
+void connection::connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i,
+                                  std::uint64_t gen) {
+  if (i >= eps->size()) return attempt_failed(errc::connect_failed);
+  std::error_code ignored;
+  sock_.close(ignored);
+  auto ep = asio::generic::stream_protocol::endpoint((*eps)[i]);
+  sock_.async_connect(ep, [this, self = shared_from_this(), eps, i, gen](std::error_code ec) {
+    if (gen != gen_ || state_ != state::connecting) return;
+    if (ec) return connect_endpoint(eps, i + 1, gen);
+    std::error_code ignored;
+    sock_.set_option(asio::ip::tcp::no_delay(true), ignored);
+    on_connected(gen);
+  });
+}
+
+void connection::on_connected(std::uint64_t gen) {
+  state_ = state::handshake;
+  start_read();
+  // The handshake runs before any queued request: a request must never run unauthenticated or on the
+  // wrong database. It costs one round trip per connection.
+  std::deque<inflight> hs;
+  auto push = [&](std::initializer_list<std::string_view> args) {
+    encode_command(wbuf_, args);
+    inflight e;
+    e.internal = true;
+    e.deadline = clock::now() + cfg_.connect_timeout;
+    hs.push_back(std::move(e));
+  };
+  if (!cfg_.password.empty()) {
+    if (cfg_.username.empty()) push({"AUTH", cfg_.password});
+    else push({"AUTH", cfg_.username, cfg_.password});
+  }
+  std::string db;
+  if (cfg_.database != 0) {
+    db = std::to_string(cfg_.database);
+    push({"SELECT", db});
+  }
+  // SETNAME doubles as the probe that tells us a password is required (NOAUTH).
+  if (!client_name_.empty()) push({"CLIENT", "SETNAME", client_name_});
+  else push({"PING"});
+  handshake_pending_ = static_cast<int>(hs.size());
+  handshake_error_.clear();
+  // In-flight entries of the previous connection were settled in connection_lost; the handshake
+  // goes first on the new one.
+  for (auto& e : hs) inflight_.push_back(std::move(e));
+  stats_.commands += hs.size();
+  (void)gen;
+  start_write();
+}
+
+void connection::on_handshake_reply(std::error_code ec, reply& r) {
+  if (!ec && r.is_error()) {
+    auto mapped = error_from_reply_text(r.str);
+    // CLIENT SETNAME may be forbidden by ACL; that is not worth failing the connection for.
+    if (mapped == errc::auth_failed) handshake_error_ = mapped;
+    else if (starts_with(r.str, "ERR DB index") || starts_with(r.str, "ERR invalid DB"))
+      handshake_error_ = errc::select_failed;
+    else if (mapped != errc::server_error && !handshake_error_) handshake_error_ = mapped;
+  }
+  if (--handshake_pending_ > 0) return;
+  if (handshake_error_) return attempt_failed(handshake_error_);
+  state_ = state::up;
+  attempt_ = 0;
+  last_error_.clear();
+  attempt_timer_.cancel();
+  ++stats_.connects;
+  if (cb_.on_up) cb_.on_up();
+  flush();
+}
+
+void connection::attempt_failed(std::error_code ec) {
+  if (state_ == state::closed) return;
+  last_error_ = ec;
+  ++gen_;
+  std::error_code ignored;
+  sock_.close(ignored);
+  // Settle what was written on this attempt (handshake only: user requests are not sent before
+  // the handshake completes).
+  inflight_.clear();
+  writing_ = false;
+  wbuf_.clear();
+  woff_ = 0;
+  // Requests waiting for this attempt fail now, with the reason, rather than at their timeout.
+  fail_queued(ec);
+  if (cb_.on_down) cb_.on_down();
+  schedule_reconnect();
+}
+
+void connection::connection_lost(std::error_code) {
+  if (state_ == state::closed) return;
+  ++stats_.connection_losses;
+  ++gen_;
+  std::error_code ignored;
+  sock_.close(ignored);
+  writing_ = false;
+  wbuf_.clear();
+  woff_ = 0;
+  // Requests already written: resend the idempotent ones after reconnecting (in their order, ahead
+  // of everything queued later); the others may or may not have run, so they fail.
+  std::deque<inflight> lost;
+  lost.swap(inflight_);
+  std::vector<queued> resend;
+  std::vector<reply_handler> failed;
+  for (auto& e : lost) {
+    if (!e.handler || e.internal) continue;
+    if (e.idempotent) resend.push_back({request{std::move(e.payload), std::move(e.handler), true}, e.deadline});
+    else failed.push_back(std::move(e.handler));
+  }
+  for (auto it = resend.rbegin(); it != resend.rend(); ++it) queued_.push_front(std::move(*it));
+  state_ = state::backoff;
+  if (cb_.on_down) cb_.on_down();
+  for (auto& h : failed) h(errc::connection_lost, reply{});
+  // Reconnect at once after a drop (the server may just have restarted); back off from then on.
+  connect_attempt();
+}
+
+void connection::schedule_reconnect() {
+  state_ = state::backoff;
+  auto base = cfg_.reconnect_min_delay.count();
+  auto cap = std::max(cfg_.reconnect_max_delay.count(), base);
+  long long delay = base;
+  for (int i = 0; i < attempt_ && delay < cap; ++i) delay *= 2;
+  delay = std::min<long long>(delay, cap);
+  // Jitter in [delay/2, delay], so that many clients do not reconnect in lockstep.
+  std::uniform_int_distribution<long long> dist(delay / 2, std::max(delay / 2, delay));
+  ++attempt_;
+  auto gen = gen_;
+  auto self = shared_from_this();
+  attempt_timer_.expires_after(std::chrono::milliseconds(dist(jitter_)));
+  attempt_timer_.async_wait([this, self, gen](std::error_code ec) {
+    if (ec || gen != gen_ || state_ != state::backoff) return;
+    connect_attempt();
+  });
+}
+
+void connection::submit(request r) {
+  asio::post(ex_, [self = shared_from_this(), r = std::move(r)]() mutable { self->submit_here(std::move(r)); });
+}
+
+void connection::submit_here(request r) {
+  if (state_ == state::closed) {
+    r.handler(errc::client_closed, reply{});
+    return;
+  }
+  auto deadline = clock::now() + cfg_.request_timeout;
+  queued_.push_back({std::move(r), deadline});
+  if (!timeout_armed_) arm_timeout();
+  if (state_ == state::idle) connect_attempt();
+  schedule_flush();
+}
+
+void connection::schedule_flush() {
+  if (state_ != state::up || writing_ || flush_scheduled_) return;
+  // Deferred, so that every request already posted to the executor joins this write.
+  flush_scheduled_ = true;
+  asio::post(ex_, [self = shared_from_this(), gen = gen_] {
+    self->flush_scheduled_ = false;
+    if (gen == self->gen_) self->flush();
+  });
+}
+
+void connection::send_untracked(std::string payload) {
+  if (state_ != state::up) return;
+  wbuf_.append(payload);
+  ++stats_.commands;
+  if (!writing_) start_write();
+}
+
+void connection::flush() {
+  if (state_ != state::up || writing_ || queued_.empty()) return;
+  std::size_t n = queued_.size();
+  for (auto& q : queued_) {
+    wbuf_.append(q.req.payload);
+    inflight e;
+    e.handler = std::move(q.req.handler);
+    e.deadline = q.deadline;
+    e.idempotent = q.req.idempotent;
+    if (e.idempotent) e.payload = std::move(q.req.payload);
+    inflight_.push_back(std::move(e));
+  }
+  queued_.clear();
+  stats_.commands += n;
+  start_write();
+}
+
+void connection::start_write() {
+  if (writing_ || woff_ >= wbuf_.size()) return;
+  writing_ = true;
+  ++stats_.writes;
+  auto gen = gen_;
+  sock_.async_write_some(asio::buffer(wbuf_.data() + woff_, wbuf_.size() - woff_),
+                         [this, self = shared_from_this(), gen](std::error_code ec, std::size_t n) {
+                           if (gen != gen_) return;
+                           writing_ = false;
+                           if (ec) return state_ == state::up ? connection_lost(ec) : attempt_failed(errc::connect_failed);
+                           stats_.bytes_written += n;
+                           woff_ += n;
+                           if (woff_ < wbuf_.size()) return start_write();
+                           wbuf_.clear();
+                           woff_ = 0;
+                           flush();
+                         });
+}
+
+void connection::start_read() {
+  auto gen = gen_;
+  sock_.async_read_some(asio::buffer(rbuf_.get(), read_chunk),
+                        [this, self = shared_from_this(), gen](std::error_code ec, std::size_t n) {
+                          if (gen != gen_) return;
+                          if (ec) {
+                            if (state_ == state::up) connection_lost(ec);
+                            else attempt_failed(errc::connect_failed);
+                            return;
+                          }
+                          if (!reader_.feed(rbuf_.get(), n)) return connection_lost(errc::protocol_error);
+                          reply r;
+                          for (;;) {
+                            auto st = reader_.next(r);
+                            if (st == resp_reader::status::incomplete) break;
+                            if (st == resp_reader::status::error) return connection_lost(errc::protocol_error);
+                            ++stats_.replies;
+                            on_reply(r);
+                            // A handler may have closed or reset the connection.
+                            if (gen != gen_) return;
+                          }
+                          start_read();
+                        });
+}
+
+void connection::on_reply(reply& r) {
+  if (inflight_.empty()) {
+    if (cb_.on_push) cb_.on_push(r);
+    return;
+  }
+  inflight e = std::move(inflight_.front());
+  inflight_.pop_front();
+  if (e.internal) return on_handshake_reply({}, r);
+  if (e.handler) e.handler({}, std::move(r));
+}
+
+void connection::arm_timeout() {
+  clock::time_point next = clock::time_point::max();
+  if (!queued_.empty()) next = queued_.front().deadline;
+  for (auto& e : inflight_) {
+    if (e.handler) {
+      next = std::min(next, e.deadline);
+      break;
+    }
+  }
+  if (next == clock::time_point::max()) {
+    timeout_armed_ = false;
+    return;
+  }
+  if (timeout_armed_ && timeout_at_ <= next) return;
+  timeout_armed_ = true;
+  timeout_at_ = next;
+  timeout_timer_.expires_at(next);
+  timeout_timer_.async_wait([this, self = shared_from_this(), next](std::error_code ec) {
+    if (ec || !timeout_armed_ || timeout_at_ != next) return;
+    timeout_armed_ = false;
+    on_timeout();
+  });
+}
+
+void connection::on_timeout() {
+  auto now = clock::now();
+  std::vector<reply_handler> expired;
+  while (!queued_.empty() && queued_.front().deadline <= now) {
+    expired.push_back(std::move(queued_.front().req.handler));
+    queued_.pop_front();
+  }
+  // A written request keeps its slot (replies match by position); its late reply is dropped.
+  for (auto& e : inflight_) {
+    if (e.handler && !e.internal && e.deadline <= now) expired.push_back(std::move(e.handler));
+  }
+  for (auto& h : expired) h(errc::request_timeout, reply{});
+  if (state_ != state::closed) arm_timeout();
+}
+
+void connection::fail_queued(std::error_code ec) {
+  std::deque<queued> q;
+  q.swap(queued_);
+  for (auto& e : q) e.req.handler(ec, reply{});
+}
+
+void connection::close() {
+  if (state_ == state::closed) return;
+  state_ = state::closed;
+  ++gen_;
+  std::error_code ignored;
+  sock_.close(ignored);
+  attempt_timer_.cancel();
+  timeout_timer_.cancel();
+  timeout_armed_ = false;
+  std::deque<inflight> in;
+  in.swap(inflight_);
+  for (auto& e : in)
+    if (e.handler) e.handler(errc::client_closed, reply{});
+  fail_queued(errc::client_closed);
+}
+
+}  // namespace redlease::detail

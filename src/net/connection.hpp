@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: MIT
+// One Redis connection (TCP or Unix socket) with automatic pipelining, request timeouts and
+// reconnection. All members run on the connection's executor (one thread); only submit() may be
+// called from any thread.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+#include <asio/generic/stream_protocol.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "net/resp.hpp"
+#include "redlease/config.hpp"
+#include "redlease/detail/unique_function.hpp"
+#include "redlease/reply.hpp"
+
+namespace redlease::detail {
+
+using clock = std::chrono::steady_clock;
+using reply_handler = unique_function<void(std::error_code, reply)>;
+
+/// Counters readable from any thread.
+struct conn_stats {
+  std::atomic<std::uint64_t> commands{0};       // commands written (handshake included)
+  std::atomic<std::uint64_t> writes{0};         // write system calls (write_some operations)
+  std::atomic<std::uint64_t> bytes_written{0};
+  std::atomic<std::uint64_t> replies{0};
+  std::atomic<std::uint64_t> connects{0};       // successful connections (handshake done)
+  std::atomic<std::uint64_t> connection_losses{0};
+};
+
+/// One command to send: its encoded bytes and what to do with its reply.
+struct request {
+  std::string payload;   // exactly one RESP-encoded command
+  reply_handler handler;  // completes with (ec, reply); a server error reply arrives as a reply of
+                          // type error with ec clear; the caller maps it
+  bool idempotent = false;  // safe to resend if the connection drops after it was written
+};
+
+/// Maps a server error reply's text to redlease's error code (WRONGTYPE, NOAUTH, BUSY, ...).
+std::error_code error_from_reply_text(std::string_view text);
+
+class connection : public std::enable_shared_from_this<connection> {
+ public:
+  struct callbacks {
+    std::function<void()> on_up;            // connected and handshake done
+    std::function<void()> on_down;          // the connection dropped (or a connect attempt failed)
+    std::function<void(reply&)> on_push;    // a reply that no request waits for (pub/sub messages)
+  };
+
+  connection(asio::any_io_executor ex, const config& cfg, std::string name_suffix);
+  ~connection();
+
+  void set_callbacks(callbacks cb) { cb_ = std::move(cb); }
+  /// Starts connecting (and reconnecting for as long as the connection is not closed).
+  void start();
+  /// Thread-safe: queues a request; the reply handler runs on the connection's executor.
+  void submit(request r);
+  /// As submit, called on the executor.
+  void submit_here(request r);
+  /// Executor only: writes a command that produces no reply of its own (SUBSCRIBE, ...): its
+  /// answers come through on_push. Dropped when not connected (resubscription covers that).
+  void send_untracked(std::string payload);
+  /// Executor only: fails everything with client_closed and stops for good.
+  void close();
+  bool is_up() const noexcept { return state_ == state::up; }
+  /// The error of the last failed connection attempt (clear once connected).
+  std::error_code last_error() const noexcept { return last_error_; }
+  const conn_stats& stats() const noexcept { return stats_; }
+  const asio::any_io_executor& executor() const noexcept { return ex_; }
+
+ private:
+  enum class state { idle, resolving, connecting, handshake, up, backoff, closed };
+  struct inflight {
+    reply_handler handler;  // empty for a request that already timed out: its reply is dropped
+    std::string payload;    // kept for idempotent requests only, to resend after a reconnect
+    clock::time_point deadline;
+    bool idempotent = false;
+    bool internal = false;  // handshake command: its reply goes to on_handshake_reply
+  };
+  struct queued {
+    request req;
+    clock::time_point deadline;
+  };
+
+  void connect_attempt();
+  void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen);
+  void on_connected(std::uint64_t gen);
+  void on_handshake_reply(std::error_code ec, reply& r);
+  void attempt_failed(std::error_code ec);
+  void connection_lost(std::error_code ec);
+  void schedule_reconnect();
+  void schedule_flush();
+  void flush();
+  void start_write();
+  void start_read();
+  void on_reply(reply& r);
+  void arm_timeout();
+  void on_timeout();
+  void fail_queued(std::error_code ec);
+
+  asio::any_io_executor ex_;
+  config cfg_;
+  std::string client_name_;
+  callbacks cb_;
+  asio::generic::stream_protocol::socket sock_;
+  asio::steady_timer attempt_timer_;   // connect timeout, then reconnect backoff
+  asio::steady_timer timeout_timer_;   // request deadlines
+  bool timeout_armed_ = false;
+  clock::time_point timeout_at_{};
+  state state_ = state::idle;
+  std::uint64_t gen_ = 0;              // bumped per connection attempt; stale completions check it
+  int attempt_ = 0;
+  int handshake_pending_ = 0;
+  std::error_code handshake_error_;
+  std::error_code last_error_;
+  std::deque<queued> queued_;
+  std::deque<inflight> inflight_;
+  std::string wbuf_;
+  std::size_t woff_ = 0;
+  bool writing_ = false;
+  bool flush_scheduled_ = false;
+  std::unique_ptr<char[]> rbuf_;
+  resp_reader reader_;
+  std::minstd_rand jitter_;
+  conn_stats stats_;
+};
+
+}  // namespace redlease::detail

@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+#include "net/subscriber.hpp"
+
+#include <algorithm>
+
+namespace redlease::detail {
+
+subscriber::subscriber(asio::any_io_executor ex, const config& cfg)
+    : conn_(std::make_shared<connection>(std::move(ex), cfg, ":sub")) {
+  conn_->set_callbacks({[this] { on_up(); }, [this] { on_down(); }, [this](reply& r) { on_push(r); }});
+}
+
+void subscriber::send(std::string_view verb, const std::vector<std::string_view>& channels) {
+  if (!conn_->is_up() || channels.empty()) return;
+  std::string payload;
+  encode_header(payload, channels.size() + 1);
+  encode_arg(payload, verb);
+  for (auto c : channels) encode_arg(payload, c);
+  conn_->send_untracked(std::move(payload));
+  if (verb == "SUBSCRIBE")
+    for (auto c : channels) ++pending_[std::string(c)];
+}
+
+void subscriber::add(const std::string& channel, listener* l) {
+  auto [it, fresh] = channels_.try_emplace(channel);
+  it->second.listeners.push_back(l);
+  if (fresh) {
+    conn_->start();
+    send("SUBSCRIBE", {channel});
+  } else if (it->second.confirmed) {
+    l->on_subscribed();
+  }
+}
+
+void subscriber::remove(const std::string& channel, listener* l) {
+  auto it = channels_.find(channel);
+  if (it == channels_.end()) return;
+  auto& ls = it->second.listeners;
+  ls.erase(std::remove(ls.begin(), ls.end(), l), ls.end());
+  if (!ls.empty()) return;
+  channels_.erase(it);
+  send("UNSUBSCRIBE", {channel});
+}
+
+bool subscriber::confirmed(const std::string& channel) const {
+  auto it = channels_.find(channel);
+  return it != channels_.end() && it->second.confirmed;
+}
+
+void subscriber::on_up() {
+  pending_.clear();
+  std::vector<std::string_view> all;
+  all.reserve(channels_.size());
+  for (auto& [name, st] : channels_) all.push_back(name);
+  // One command per 1000 channels keeps a single write small enough for the server's query buffer.
+  for (std::size_t i = 0; i < all.size(); i += 1000) {
+    std::vector<std::string_view> part(all.begin() + static_cast<std::ptrdiff_t>(i),
+                                       all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + 1000)));
+    send("SUBSCRIBE", part);
+  }
+}
+
+void subscriber::on_down() {
+  pending_.clear();
+  for (auto& [name, st] : channels_) st.confirmed = false;
+}
+
+void subscriber::on_push(reply& r) {
+  if (!r.is_array() || r.elements.size() < 2) return;
+  auto& kind = r.elements[0].str;
+  if (kind == "message" && r.elements.size() >= 3) {
+    auto it = channels_.find(r.elements[1].str);
+    if (it == channels_.end()) return;
+    // Listeners may remove themselves (or others) while being called: iterate over a copy and skip
+    // any that are gone.
+    auto copy = it->second.listeners;
+    for (auto* l : copy) {
+      auto cur = channels_.find(r.elements[1].str);
+      if (cur == channels_.end()) return;
+      auto& ls = cur->second.listeners;
+      if (std::find(ls.begin(), ls.end(), l) != ls.end()) l->on_message(r.elements[1].str, r.elements[2].str);
+    }
+  } else if (kind == "subscribe") {
+    auto& ch = r.elements[1].str;
+    auto p = pending_.find(ch);
+    if (p != pending_.end() && --p->second <= 0) pending_.erase(p);
+    if (pending_.count(ch) != 0) return;
+    auto it = channels_.find(ch);
+    if (it == channels_.end() || it->second.confirmed) return;
+    it->second.confirmed = true;
+    auto copy = it->second.listeners;
+    for (auto* l : copy) {
+      auto cur = channels_.find(ch);
+      if (cur == channels_.end()) return;
+      auto& ls = cur->second.listeners;
+      if (std::find(ls.begin(), ls.end(), l) != ls.end()) l->on_subscribed();
+    }
+  }
+}
+
+}  // namespace redlease::detail

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: MIT
+// The dedicated pub/sub connection: reference-counted channel subscriptions, resubscribed after a
+// reconnect. Executor-only, except construction.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "net/connection.hpp"
+
+namespace redlease::detail {
+
+class subscriber {
+ public:
+  /// Receives the messages of the channels it was added to. Called on the executor.
+  struct listener {
+    virtual ~listener() = default;
+    virtual void on_message(std::string_view channel, std::string_view payload) = 0;
+    /// The subscription is active on the server: first confirmation, or again after a reconnect
+    /// (messages published while it was not may have been missed).
+    virtual void on_subscribed() {}
+  };
+
+  subscriber(asio::any_io_executor ex, const config& cfg);
+  void start() { conn_->start(); }
+  /// Adds a listener; the first one of a channel sends SUBSCRIBE. The listener must be removed
+  /// before it is destroyed.
+  void add(const std::string& channel, listener* l);
+  /// Removes a listener; the last one of a channel sends UNSUBSCRIBE.
+  void remove(const std::string& channel, listener* l);
+  /// True while the channel's subscription is confirmed on the current connection.
+  bool confirmed(const std::string& channel) const;
+  std::size_t channel_count() const { return channels_.size(); }
+  void close() { conn_->close(); }
+  const conn_stats& stats() const { return conn_->stats(); }
+
+ private:
+  struct channel_state {
+    std::vector<listener*> listeners;
+    bool confirmed = false;
+  };
+  void on_up();
+  void on_down();
+  void on_push(reply& r);
+  void send(std::string_view verb, const std::vector<std::string_view>& channels);
+
+  std::shared_ptr<connection> conn_;
+  std::unordered_map<std::string, channel_state> channels_;
+  // SUBSCRIBEs sent and not yet confirmed, per channel: a channel counts as subscribed only when
+  // the latest of them is confirmed (an UNSUBSCRIBE may sit between two of them).
+  std::unordered_map<std::string, int> pending_;
+};
+
+}  // namespace redlease::detail

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// The watchdog's schedule: one ordered queue of due times for every hold of a client, so that a
+// single timer serves them all and renewals due close together go out in one batch.
+// Sans-io: the caller feeds it the time and acts on what `take_due` hands back.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <set>
+#include <utility>
+#include <vector>
+
+namespace redlease::detail {
+
+using clock = std::chrono::steady_clock;
+
+/// A scheduled item: what the schedule needs to know of a hold.
+struct watch_entry {
+  clock::time_point due{};          // when the schedule next looks at it
+  clock::time_point valid_until{};  // lease deadline known to the client
+  bool renewable = false;           // watchdog on: renew; off: only watch the deadline
+  bool in_flight = false;           // a renewal of it is on the wire
+  bool queued = false;
+  std::uint64_t seq = 0;            // tie-breaker, set by the schedule
+};
+
+class schedule {
+ public:
+  /// What `take_due` found.
+  struct due_items {
+    std::vector<watch_entry*> renew;    // renew these now (they are marked in_flight)
+    std::vector<watch_entry*> expired;  // their deadline passed: lost (removed from the schedule)
+  };
+
+  /// `early`: how much before its due time a renewal may go out to share a batch.
+  explicit schedule(clock::duration early) : early_(early) {}
+
+  void add(watch_entry* e, clock::time_point due);
+  void remove(watch_entry* e);
+  bool empty() const { return q_.empty(); }
+  std::size_t size() const { return q_.size(); }
+  /// The next time something is due, or time_point::max().
+  clock::time_point next() const;
+  /// Takes what is due at `now`. Entries handed out for renewal stay scheduled at their deadline
+  /// (so a renewal that never answers still ends in `expired`).
+  due_items take_due(clock::time_point now);
+
+ private:
+  using key = std::pair<clock::time_point, std::uint64_t>;
+  struct item {
+    key k;
+    watch_entry* e;
+    bool operator<(const item& o) const { return k < o.k; }
+  };
+  clock::duration early_;
+  std::set<item> q_;
+  std::uint64_t seq_ = 0;
+};
+
+}  // namespace redlease::detail
