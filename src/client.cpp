@@ -88,26 +88,25 @@ void client_impl::exec(std::string payload, reply_handler h, bool idempotent) {
 }
 
 namespace {
-std::string script_payload(const lua_script& s, const std::string& tail, std::size_t nitems, bool full) {
+std::string script_payload(const lua_script& s, const arg_list& args, bool full) {
   std::string out;
-  out.reserve(tail.size() + (full ? s.body.size() : s.sha1.size()) + 32);
-  encode_header(out, nitems + 2);
+  out.reserve(args.buf.size() + (full ? s.body.size() : s.sha1.size()) + 32);
+  encode_header(out, args.count + 2);
   encode_arg(out, full ? std::string_view("EVAL") : std::string_view("EVALSHA"));
   encode_arg(out, full ? s.body : s.sha1);
-  out.append(tail);
+  out.append(args.buf);
   return out;
 }
 }  // namespace
 
-void client_impl::exec_script(const lua_script& s, std::string tail, std::size_t nitems, reply_handler h,
-                              bool idempotent) {
-  auto payload = script_payload(s, tail, nitems, false);
+void client_impl::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent) {
+  auto payload = script_payload(s, args, false);
   cmd_->submit_here(request{
       std::move(payload),
-      [this, &s, tail = std::move(tail), nitems, h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
+      [this, &s, args = std::move(args), h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
         if (!ec && r.is_error() && r.str.compare(0, 8, "NOSCRIPT") == 0) {
           // The server forgot the script (restart, failover, SCRIPT FLUSH): EVAL runs and caches it.
-          exec(script_payload(s, tail, nitems, true), std::move(h), idempotent);
+          exec(script_payload(s, args, true), std::move(h), idempotent);
           return;
         }
         if (!ec && r.is_error()) ec = error_from_reply_text(r.str);

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "net/connection.hpp"
+#include "net/resp.hpp"
 #include "net/script.hpp"
 #include "net/subscriber.hpp"
 #include "redlease/config.hpp"
@@ -55,10 +56,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 
   // Executor only. `h` gets (ec, reply); an error reply is mapped to its code (the reply is kept).
   void exec(std::string payload, reply_handler h, bool idempotent = false);
-  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `tail` holds the encoded numkeys, keys
-  // and arguments (`nitems` of them).
-  void exec_script(const lua_script& s, std::string tail, std::size_t nitems, reply_handler h,
-                   bool idempotent = false);
+  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `args` holds numkeys, keys and arguments.
+  void exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false);
 
   connection& cmd() noexcept { return *cmd_; }
   subscriber& sub() noexcept { return *sub_; }

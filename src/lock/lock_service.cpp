@@ -141,22 +141,19 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                            attempt_handler h) {
   (void)owner;
-  std::string tail;
-  tail.reserve(name.size() + id.size() + 48);
-  encode_arg(tail, 1LL);
-  encode_arg(tail, name);
+  arg_list a;
+  a.buf.reserve(name.size() + id.size() + 48);
+  a.add(1LL).add(name);
   const lua_script* s;
   if (kind == lock_kind::reentrant) {
     s = &lua::acquire;
-    encode_arg(tail, lease.count());
-    encode_arg(tail, id);
+    a.add(lease.count()).add(id);
   } else {
     s = &lua::mutex_acquire;
-    encode_arg(tail, id);
-    encode_arg(tail, lease.count());
+    a.add(id).add(lease.count());
   }
   auto sent = clock::now();
-  c_.exec_script(*s, std::move(tail), 4, [h = std::move(h), sent](std::error_code ec, reply r) mutable {
+  c_.exec_script(*s, std::move(a), [h = std::move(h), sent](std::error_code ec, reply r) mutable {
     if (ec) return h(ec, std::nullopt, sent);
     if (r.is_nil()) return h({}, std::nullopt, sent);
     if (r.is_integer()) return h({}, r.integer, sent);
@@ -442,12 +439,9 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   if (kind == lock_kind::mutex) {
     // Without the token there is nothing this owner could release.
     if (!h) return done(errc::not_owner);
-    std::string tail;
-    encode_arg(tail, 2LL);
-    encode_arg(tail, name);
-    encode_arg(tail, lock_channel(name, kind));
-    encode_arg(tail, h->id);
-    c_.exec_script(lua::mutex_release, std::move(tail), 4,
+    arg_list a;
+    a.add(2LL).add(name).add(lock_channel(name, kind)).add(h->id);
+    c_.exec_script(lua::mutex_release, std::move(a),
                    [this, h, done = std::move(done)](std::error_code ec, reply r) mutable {
                      if (ec && ec != errc::connection_lost) return done(ec);
                      // A lost reply: the compare-and-delete may have run. Either way the token is ours
@@ -473,17 +467,11 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
     for (std::size_t i = 0; i + 1 < h->levels.size(); ++i) wd = wd || !h->levels[i];
     if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
   }
-  std::string tail;
-  encode_arg(tail, 2LL);
-  encode_arg(tail, name);
-  encode_arg(tail, lock_channel(name, lock_kind::reentrant));
-  encode_arg(tail, std::string_view("0"));
-  encode_arg(tail, lease.count());
-  encode_arg(tail, h ? std::string_view(h->id) : std::string_view(field_of(owner)));
-  encode_arg(tail, expected);
-  encode_arg(tail, std::string_view(attempt_no > 0 ? "1" : "0"));
+  arg_list a;
+  a.add(2LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add("0").add(lease.count());
+  a.add(h ? h->id : field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
   c_.exec_script(
-      lua::release, std::move(tail), 8,
+      lua::release, std::move(a),
       [this, h, name = std::move(name), owner, attempt_no, expected, done = std::move(done)](std::error_code ec,
                                                                                              reply r) mutable {
         if (ec == errc::connection_lost && attempt_no < 3 && !closed_) {
@@ -519,12 +507,9 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
 void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler done) {
   if (closed_) return done(errc::client_closed, false);
   if (name.empty()) return done(errc::invalid_argument, false);
-  std::string tail;
-  encode_arg(tail, 2LL);
-  encode_arg(tail, name);
-  encode_arg(tail, lock_channel(name, kind));
-  encode_arg(tail, std::string_view("0"));
-  c_.exec_script(lua::force_unlock, std::move(tail), 4,
+  arg_list a;
+  a.add(2LL).add(name).add(lock_channel(name, kind)).add("0");
+  c_.exec_script(lua::force_unlock, std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
                    if (!r.is_integer()) return done(errc::protocol_error, false);
@@ -597,22 +582,22 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
     std::size_t n = std::min(per_call, all.size() - start);
     std::vector<std::shared_ptr<hold>> batch(all.begin() + static_cast<std::ptrdiff_t>(start),
                                              all.begin() + static_cast<std::ptrdiff_t>(start + n));
-    std::string tail;
+    arg_list a;
     std::size_t bytes = 32;
     for (auto& h : batch) bytes += h->name.size() + h->id.size() + 32;
-    tail.reserve(bytes);
-    encode_arg(tail, static_cast<long long>(n));
-    for (auto& h : batch) encode_arg(tail, h->name);
-    encode_arg(tail, lease);
+    a.buf.reserve(bytes);
+    a.add(static_cast<long long>(n));
+    for (auto& h : batch) a.add(h->name);
+    a.add(lease);
     std::string arg;
     for (auto& h : batch) {
       arg.assign(1, h->kind == lock_kind::reentrant ? 'h' : 's');
       arg.append(h->id);
-      encode_arg(tail, arg);
+      a.add(arg);
     }
     auto sent = clock::now();
     ++c_.renew_calls;
-    c_.exec_script(lua::renew, std::move(tail), 2 * n + 1,
+    c_.exec_script(lua::renew, std::move(a),
                    [this, batch = std::move(batch), sent](std::error_code ec, reply r) {
                      if (closed_) return;
                      bool shaped = !ec && r.is_array() && r.elements.size() == batch.size();

@@ -27,6 +27,23 @@ inline void encode_command(std::string& out, std::initializer_list<std::string_v
   encode_command(out, std::span<const std::string_view>(args.begin(), args.size()));
 }
 
+/// Arguments of a command being built: encoded as they are added, and counted, so that the array
+/// header written in front of them always matches.
+struct arg_list {
+  std::string buf;
+  std::size_t count = 0;
+  arg_list& add(std::string_view a) {
+    encode_arg(buf, a);
+    ++count;
+    return *this;
+  }
+  arg_list& add(long long v) {
+    encode_arg(buf, v);
+    ++count;
+    return *this;
+  }
+};
+
 /// Incremental reply parser: feed bytes, take complete replies. Not thread-safe.
 class resp_reader {
  public:

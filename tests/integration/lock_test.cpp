@@ -1,0 +1,435 @@
+// SPDX-License-Identifier: MIT
+// The reentrant lock against a real redis-server: exclusion, reentrancy, watchdog, lost-lock
+// notification, waiting, errors.
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "lock_test_support.hpp"
+#include "redlease_lua.hpp"
+
+extern char** environ;
+
+namespace redlease::test {
+namespace {
+
+class lock_test : public lock_fixture {};
+
+std::string field(const client& c, owner_id o) { return c.id() + ":" + std::to_string(o); }
+
+TEST_F(lock_test, acquire_uses_redisson_layout) {
+  client c{cfg()};
+  auto l = c.lock("orders:42");
+  l.lock();
+  auto type = raw()({"TYPE", "orders:42"});
+  EXPECT_EQ(type.str, "hash");
+  auto v = raw()({"HGET", "orders:42", field(c, this_thread_owner())});
+  EXPECT_EQ(v.str, "1");
+  auto ttl = raw()({"PTTL", "orders:42"});
+  EXPECT_GT(ttl.integer, 29000);
+  EXPECT_LE(ttl.integer, 30000);
+  EXPECT_TRUE(l.is_locked());
+  EXPECT_TRUE(l.is_held_by_current_thread());
+  EXPECT_TRUE(l.valid());
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "orders:42"}).integer, 0);
+  EXPECT_FALSE(l.is_locked());
+  EXPECT_FALSE(l.valid());
+}
+
+TEST_F(lock_test, reentrancy_to_depth_ten_counts_holds) {
+  client c{cfg()};
+  auto l = c.lock("reentrant");
+  for (int i = 1; i <= 10; ++i) {
+    l.lock();
+    EXPECT_EQ(l.hold_count(), i);
+  }
+  EXPECT_EQ(raw()({"HGET", "reentrant", field(c, this_thread_owner())}).str, "10");
+  for (int i = 9; i >= 0; --i) {
+    l.unlock();
+    EXPECT_EQ(l.hold_count(), i);
+    EXPECT_EQ(raw()({"EXISTS", "reentrant"}).integer, i > 0 ? 1 : 0);
+  }
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+}
+
+TEST_F(lock_test, other_owner_is_excluded_and_std_lockables_work) {
+  client c{cfg()};
+  auto l = c.lock("excl");
+  {
+    std::lock_guard g(l);
+    std::thread other([&] {
+      EXPECT_FALSE(l.try_lock());
+      EXPECT_FALSE(l.is_held_by_current_thread());
+      std::error_code ec;
+      l.unlock(ec);
+      EXPECT_EQ(ec, errc::not_owner);
+    });
+    other.join();
+  }
+  {
+    std::unique_lock u(l, std::defer_lock);
+    EXPECT_TRUE(u.try_lock_for(100ms));
+    EXPECT_TRUE(u.owns_lock());
+  }
+  auto m = c.mutex("excl-m");
+  {
+    std::scoped_lock both(l, m);
+    EXPECT_TRUE(l.is_held_by_current_thread());
+    EXPECT_TRUE(m.is_held_by_current_thread());
+  }
+  EXPECT_FALSE(l.is_locked());
+  EXPECT_FALSE(m.is_locked());
+  EXPECT_TRUE(l.try_lock_until(steady::now() + 50ms));
+  l.unlock();
+}
+
+TEST_F(lock_test, mutual_exclusion_eight_threads_two_processes) {
+  const std::string url = server().url();
+  const int threads = 8, iterations = 40;
+  std::vector<pid_t> pids;
+  for (int p = 0; p < 2; ++p) {
+    std::vector<std::string> args{LOCK_WORKER_PATH, url, "counter-lock", "counter", std::to_string(threads),
+                                  std::to_string(iterations), "reentrant"};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_t pid;
+    ASSERT_EQ(posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ), 0);
+    pids.push_back(pid);
+  }
+  // This process takes part too, with its own client.
+  client c{cfg()};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < threads; ++t) {
+    ts.emplace_back([&] {
+      auto l = c.lock("counter-lock");
+      for (int i = 0; i < iterations; ++i) {
+        std::lock_guard g(l);
+        auto v = c.command({"GET", "counter"});
+        long long n = v.is_nil() ? 0 : std::stoll(v.str);
+        c.command({"SET", "counter", std::to_string(n + 1)});
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  for (auto pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  }
+  EXPECT_EQ(raw()({"GET", "counter"}).str, std::to_string(3 * threads * iterations));
+  EXPECT_EQ(raw()({"EXISTS", "counter-lock"}).integer, 0);
+}
+
+TEST_F(lock_test, watchdog_keeps_lock_for_ten_leases_then_stops) {
+  client c{cfg(300ms)};
+  auto l = c.lock("wd");
+  l.lock();
+  auto t0 = steady::now();
+  long long min_ttl = 1 << 30;
+  while (steady::now() - t0 < 3s) {
+    auto ttl = raw()({"PTTL", "wd"}).integer;
+    ASSERT_GT(ttl, 0) << "the lock expired after " << ms_since(t0) << " ms";
+    min_ttl = std::min(min_ttl, ttl);
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(l.valid());
+  auto s = c.stats();
+  EXPECT_GE(s.renewed_locks, 20u);  // every 100 ms for 3 s
+  EXPECT_EQ(s.watched_locks, 1u);
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "wd"}).integer, 0);
+  auto calls = c.stats().renew_calls;
+  std::this_thread::sleep_for(400ms);  // four renewal intervals: nothing may be sent
+  EXPECT_EQ(c.stats().renew_calls, calls);
+  EXPECT_EQ(c.stats().watched_locks, 0u);
+  EXPECT_EQ(c.stats().held_locks, 0u);
+  std::cout << "min TTL seen while held: " << min_ttl << " ms of 300\n";
+}
+
+TEST_F(lock_test, reentrant_hold_keeps_watchdog_until_last_unlock) {
+  client c{cfg(300ms)};
+  auto l = c.lock("wd-re");
+  l.lock();            // watchdog
+  l.lock(200ms);       // fixed lease inside
+  l.unlock();          // the inner fixed-lease hold goes; the watchdog must go on for the outer
+  std::this_thread::sleep_for(700ms);
+  EXPECT_GT(raw()({"PTTL", "wd-re"}).integer, 0);
+  EXPECT_TRUE(l.valid());
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "wd-re"}).integer, 0);
+}
+
+TEST_F(lock_test, explicit_lease_expires_on_time_without_renewal) {
+  client c{cfg(300ms)};
+  auto l = c.lock("lease");
+  std::promise<lost_info> lost;
+  l.on_lost([&](const lost_info& i) { lost.set_value(i); });
+  auto t0 = steady::now();
+  l.lock(600ms);
+  auto ttl = raw()({"PTTL", "lease"}).integer;
+  EXPECT_GT(ttl, 400);
+  EXPECT_LE(ttl, 600);
+  ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", "lease"}).integer == 0; }, 3000ms));
+  auto gone = ms_since(t0);
+  EXPECT_GE(gone, 500);
+  EXPECT_LT(gone, 1500);
+  EXPECT_EQ(c.stats().renew_calls, 0u);
+  auto f = lost.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(f.get().reason, lost_reason::expired);
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+}
+
+TEST_F(lock_test, lost_lock_detected_within_one_interval_after_external_del) {
+  client c{cfg(300ms)};
+  auto l = c.lock("lost");
+  std::promise<lost_info> p;
+  l.on_lost([&](const lost_info& i) { p.set_value(i); });
+  l.lock();
+  auto token = l.lost_token();
+  EXPECT_FALSE(token.stop_requested());
+  auto t0 = steady::now();
+  raw()({"DEL", "lost"});
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  auto took = ms_since(t0);
+  auto info = f.get();
+  EXPECT_EQ(info.reason, lost_reason::deleted);
+  EXPECT_EQ(info.name, "lost");
+  EXPECT_EQ(info.owner, this_thread_owner());
+  EXPECT_LE(took, 100 + 150);  // one renewal interval, plus slack for a loaded machine
+  EXPECT_TRUE(token.stop_requested());
+  EXPECT_FALSE(l.valid());
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  std::cout << "lost-lock detected " << took << " ms after DEL (interval 100 ms)\n";
+}
+
+TEST_F(lock_test, lost_lock_when_another_owner_takes_it) {
+  client c{cfg(300ms)};
+  auto l = c.lock("stolen");
+  std::promise<lost_info> p;
+  l.on_lost([&](const lost_info& i) { p.set_value(i); });
+  l.lock();
+  raw().pipeline({{"DEL", "stolen"}, {"HSET", "stolen", "someone-else:1", "1"}, {"PEXPIRE", "stolen", "30000"}});
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(f.get().reason, lost_reason::taken);
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  EXPECT_EQ(raw()({"HGET", "stolen", "someone-else:1"}).str, "1");  // the new holder keeps it
+}
+
+TEST_F(lock_test, lost_lock_when_server_paused_past_lease) {
+  auto conf = cfg(300ms);
+  conf.request_timeout = 200ms;
+  client c{conf};
+  auto l = c.lock("paused");
+  std::promise<lost_info> p;
+  l.on_lost([&](const lost_info& i) { p.set_value(i); });
+  l.lock();
+  auto t0 = steady::now();
+  server().pause();
+  auto f = p.get_future();
+  auto st = f.wait_for(3s);
+  server().resume();
+  ASSERT_EQ(st, std::future_status::ready);
+  auto took = ms_since(t0);
+  EXPECT_EQ(f.get().reason, lost_reason::expired);
+  EXPECT_LE(took, 300 + 300);  // the lease, plus slack
+  EXPECT_FALSE(l.valid());
+  std::cout << "lost-lock (server paused) detected " << took << " ms after the pause (lease 300 ms)\n";
+}
+
+TEST_F(lock_test, waiter_wakes_on_unlock_message_not_ttl) {
+  client c{cfg()};  // 30 s lease: a TTL-based wake-up would take 30 s
+  auto l = c.lock("wake");
+  l.lock();
+  std::promise<void> waiting;
+  std::atomic<long long> woke_at{0};
+  std::thread waiter([&] {
+    auto l2 = c.lock("wake");
+    waiting.set_value();
+    EXPECT_TRUE(l2.try_lock(10s));
+    woke_at = steady::now().time_since_epoch().count();
+    l2.unlock();
+  });
+  waiting.get_future().wait();
+  // Let the waiter subscribe and go to sleep: it must then be woken by the message.
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{wake}"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  std::this_thread::sleep_for(50ms);
+  auto t_unlock = steady::now();
+  l.unlock();
+  waiter.join();
+  auto latency = std::chrono::duration_cast<std::chrono::microseconds>(
+                     steady::time_point(steady::duration(woke_at.load())) - t_unlock)
+                     .count();
+  EXPECT_LT(latency, 200'000);  // far below the 30 s TTL
+  std::cout << "waiter wake-up latency after unlock: " << latency << " us\n";
+}
+
+TEST_F(lock_test, try_lock_wait_bounds) {
+  client c{cfg()};
+  raw()({"HSET", "busy", "other:1", "1"});
+  raw()({"PEXPIRE", "busy", "60000"});
+  auto l = c.lock("busy");
+  for (auto wait : {0ms, 100ms, 300ms}) {
+    auto t0 = steady::now();
+    EXPECT_FALSE(l.try_lock(wait));
+    auto took = ms_since(t0);
+    EXPECT_GE(took, wait.count());
+    EXPECT_LT(took, wait.count() + 100) << "overshoot for wait " << wait.count();
+  }
+  // A holder's short TTL bounds the sleep: the waiter retries when it expires.
+  raw()({"PEXPIRE", "busy", "150"});
+  auto t0 = steady::now();
+  EXPECT_TRUE(l.try_lock(2s));
+  EXPECT_LT(ms_since(t0), 600);
+  l.unlock();
+}
+
+TEST_F(lock_test, errors_are_typed) {
+  client c{cfg()};
+  std::error_code ec;
+  EXPECT_THROW(c.lock(""), redlease::error);
+  try {
+    c.lock("");
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  auto l = c.lock("err");
+  l.lock(-5ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  l.lock(0ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  l.try_lock(-1ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  l.try_lock(1ms, std::chrono::milliseconds::max(), ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  EXPECT_FALSE(l.is_locked());
+
+  // Wrong type: a string key under a reentrant lock, a hash under a mutex; the name is in the message.
+  raw()({"SET", "a-string", "x"});
+  auto ls = c.lock("a-string");
+  ls.lock(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  try {
+    ls.lock();
+    FAIL();
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), errc::wrong_type);
+    EXPECT_NE(std::string(e.what()).find("a-string"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(raw()({"GET", "a-string"}).str, "x");  // untouched
+  raw()({"HSET", "a-hash", "f", "1"});
+  auto m = c.mutex("a-hash");
+  m.lock(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_EQ(raw()({"HGET", "a-hash", "f"}).str, "1");
+
+  // unlock without lock, twice
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+  l.lock();
+  l.unlock();
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+}
+
+TEST_F(lock_test, unreachable_server_fails_fast_with_connection_error) {
+  auto conf = cfg();
+  auto port = server().port();
+  server().stop();
+  conf.port = port;
+  client c{conf};
+  auto l = c.lock("x");
+  std::error_code ec;
+  auto t0 = steady::now();
+  l.try_lock(5s, ec);
+  EXPECT_EQ(ec, errc::connect_failed);
+  EXPECT_LT(ms_since(t0), 1000);
+  l.lock(ec);
+  EXPECT_TRUE(ec == errc::connect_failed || ec == errc::connect_timeout) << ec.message();
+}
+
+TEST_F(lock_test, force_unlock_wakes_waiters_and_tells_holder) {
+  client c{cfg(300ms)};
+  auto l = c.lock("force");
+  std::promise<lost_info> p;
+  l.on_lost([&](const lost_info& i) { p.set_value(i); });
+  l.lock();
+  client other{cfg()};
+  auto lo = other.lock("force");
+  auto waiter = std::async(std::launch::async, [&] { return lo.try_lock(5s); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{force}"});
+    return r.elements.size() == 2 && r.elements[1].integer >= 1;
+  }));
+  auto t0 = steady::now();
+  EXPECT_TRUE(other.lock("force").force_unlock());
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 500);
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+}
+
+TEST_F(lock_test, release_retry_never_double_decrements) {
+  // The release script run twice with the retry flag, as after a lost reply.
+  client c{cfg()};
+  auto l = c.lock("retry");
+  l.lock();
+  l.lock();
+  l.lock();  // count 3
+  std::string f = field(c, this_thread_owner());
+  auto sha = raw()({"SCRIPT", "LOAD", std::string(redlease::detail::lua::release.body)}).str;
+  auto run = [&](const char* expected, const char* retry) {
+    return raw().command({"EVALSHA", sha, "2", "retry", "redisson_lock__channel:{retry}", "0", "30000", f,
+                          expected, retry});
+  };
+  EXPECT_EQ(run("3", "0").integer, 0);  // first attempt: 3 -> 2
+  EXPECT_EQ(run("3", "1").integer, 0);  // its retry: already applied, stays 2
+  EXPECT_EQ(raw()({"HGET", "retry", f}).str, "2");
+  EXPECT_EQ(run("2", "0").integer, 0);  // 2 -> 1
+  EXPECT_EQ(run("1", "0").integer, 1);  // 1 -> freed
+  EXPECT_TRUE(run("1", "1").is_nil());  // a retry after the final release finds nothing
+  EXPECT_EQ(raw()({"EXISTS", "retry"}).integer, 0);
+}
+
+TEST_F(lock_test, holds_of_many_threads_on_one_client) {
+  client c{cfg(300ms)};
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 16; ++i) {
+    ts.emplace_back([&, i] {
+      auto l = c.lock("many:" + std::to_string(i));
+      l.lock();
+      std::this_thread::sleep_for(400ms);  // more than a lease: the watchdog must renew all 16
+      if (l.valid() && l.is_held_by_current_thread()) ++ok;
+      l.unlock();
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok.load(), 16);
+  // 16 locks renewed together: far fewer script calls than renewals.
+  auto s = c.stats();
+  EXPECT_LT(s.renew_calls * 4, s.renewed_locks + 4) << s.renew_calls << " calls for " << s.renewed_locks;
+}
+
+}  // namespace
+}  // namespace redlease::test

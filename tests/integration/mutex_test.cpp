@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+// The non-reentrant mutex, and interoperation with a Redisson service (played with raw commands
+// and Redisson's own scripts).
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "lock_test_support.hpp"
+
+namespace redlease::test {
+namespace {
+
+class mutex_test : public lock_fixture {};
+
+TEST_F(mutex_test, set_nx_px_layout_with_random_token) {
+  client c{cfg()};
+  auto m = c.mutex("jobs:nightly");
+  m.lock();
+  auto v = raw()({"GET", "jobs:nightly"});
+  ASSERT_TRUE(v.is_string());
+  EXPECT_EQ(v.str.size(), 32u);  // 128 random bits, hex
+  EXPECT_EQ(v.str.find_first_not_of("0123456789abcdef"), std::string::npos);
+  auto ttl = raw()({"PTTL", "jobs:nightly"}).integer;
+  EXPECT_GT(ttl, 29000);
+  EXPECT_EQ(m.hold_count(), 1);
+  m.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "jobs:nightly"}).integer, 0);
+  m.lock();
+  auto v2 = raw()({"GET", "jobs:nightly"});
+  EXPECT_NE(v.str, v2.str);  // a fresh token per acquisition
+  m.unlock();
+}
+
+TEST_F(mutex_test, reacquire_by_owner_is_would_deadlock_not_a_hang) {
+  client c{cfg()};
+  auto m = c.mutex("nr");
+  m.lock();
+  std::error_code ec;
+  auto t0 = steady::now();
+  m.lock(ec);
+  EXPECT_EQ(ec, errc::would_deadlock);
+  EXPECT_FALSE(m.try_lock(1s, ec));
+  EXPECT_EQ(ec, errc::would_deadlock);
+  EXPECT_LT(ms_since(t0), 200);
+  m.unlock();
+}
+
+TEST_F(mutex_test, compare_and_delete_never_deletes_another_holders_key) {
+  client c{cfg()};
+  auto m = c.mutex("cad");
+  m.lock();
+  raw()({"SET", "cad", "someone-elses-token", "PX", "30000"});
+  std::error_code ec;
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  EXPECT_EQ(raw()({"GET", "cad"}).str, "someone-elses-token");
+  m.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+}
+
+TEST_F(mutex_test, watchdog_renews_with_compare_and_pexpire) {
+  client c{cfg(300ms)};
+  auto m = c.mutex("mwd");
+  std::promise<lost_info> p;
+  m.on_lost([&](const lost_info& i) { p.set_value(i); });
+  m.lock();
+  std::this_thread::sleep_for(900ms);
+  EXPECT_GT(raw()({"PTTL", "mwd"}).integer, 0);
+  EXPECT_TRUE(m.valid());
+  raw()({"SET", "mwd", "intruder", "PX", "30000"});
+  auto f = p.get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(f.get().reason, lost_reason::taken);
+  EXPECT_GT(raw()({"PTTL", "mwd"}).integer, 20000);  // the intruder's TTL, not renewed by us
+}
+
+TEST_F(mutex_test, redlease_release_wakes_waiter_at_once) {
+  client c{cfg()};
+  auto m = c.mutex("mwake");
+  m.lock();
+  auto waiter = std::async(std::launch::async, [&] {
+    auto m2 = c.mutex("mwake");
+    bool got = m2.try_lock(10s);
+    auto at = steady::now();
+    if (got) m2.unlock();
+    return at;
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redlease_mutex__channel:{mwake}"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  auto t0 = steady::now();
+  m.unlock();
+  auto at = waiter.get();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count(), 200);
+}
+
+TEST_F(mutex_test, foreign_holder_release_is_seen_within_poll_cap) {
+  auto conf = cfg();
+  conf.mutex_poll_cap = 50ms;
+  client c{conf};
+  raw()({"SET", "foreign", "redis-py-token", "NX", "PX", "60000"});  // another library's holder
+  auto m = c.mutex("foreign");
+  auto waiter = std::async(std::launch::async, [&] { return m.try_lock(5s); });
+  std::this_thread::sleep_for(100ms);
+  auto t0 = steady::now();
+  raw()({"DEL", "foreign"});  // its compare-and-delete publishes nothing
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 50 + 200);
+}
+
+class mutex_keyspace_test : public lock_fixture {
+ protected:
+  server_options options() const override { return {{}, {"--notify-keyspace-events", "Kgx"}, true}; }
+};
+
+TEST_F(mutex_keyspace_test, waiter_uses_keyspace_events_when_enabled) {
+  auto conf = cfg();
+  conf.mutex_poll_cap = 10s;  // a poll would take 10 s: the event must do it
+  client c{conf};
+  raw()({"SET", "ks", "redsync-token", "NX", "PX", "60000"});
+  auto m = c.mutex("ks");
+  auto waiter = std::async(std::launch::async, [&] {
+    bool got = m.try_lock(8s);
+    if (got) m.unlock();  // the owner is this thread
+    return got;
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "__keyspace@0__:ks"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  auto t0 = steady::now();
+  raw()({"DEL", "ks"});
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 1000);
+  // Expiry too: the "expired" event.
+  raw()({"SET", "ks", "redsync-token", "NX", "PX", "300"});
+  auto t1 = steady::now();
+  EXPECT_TRUE(m.try_lock(8s));
+  EXPECT_LT(ms_since(t1), 2000);
+  m.unlock();
+}
+
+// ---- Redisson interop --------------------------------------------------------------------------
+
+// Redisson 3.24+'s RedissonLock scripts, as the Java side sends them.
+const char* redisson_acquire =
+    "if ((redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1)) then "
+    "redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; "
+    "return redis.call('pttl', KEYS[1]);";
+const char* redisson_unlock =
+    "local val = redis.call('get', KEYS[3]); if val ~= false then return tonumber(val); end; "
+    "if (redis.call('hexists', KEYS[1], ARGV[3]) == 0) then return nil; end; "
+    "local counter = redis.call('hincrby', KEYS[1], ARGV[3], -1); "
+    "if (counter > 0) then redis.call('pexpire', KEYS[1], ARGV[2]); redis.call('set', KEYS[3], 0, 'px', ARGV[5]); "
+    "return 0; else redis.call('del', KEYS[1]); redis.call(ARGV[4], KEYS[2], ARGV[1]); "
+    "redis.call('set', KEYS[3], 1, 'px', ARGV[5]); return 1; end; ";
+
+class interop_test : public lock_fixture {
+ protected:
+  // The Java service: its own client id and thread id.
+  const std::string java_field = "9f1c2a3b-0000-4000-8000-00000000java:57";
+  raw_reply java_acquire(const std::string& name, long long lease_ms = 30000) {
+    return raw().command({"EVAL", redisson_acquire, "1", name, std::to_string(lease_ms), java_field});
+  }
+  raw_reply java_unlock(const std::string& name, const std::string& channel) {
+    return raw().command({"EVAL", redisson_unlock, "3", name, channel, "redisson_unlock_latch:{" + name + "}:abcd",
+                          "0", "30000", java_field, "publish", "20000"});
+  }
+};
+
+TEST_F(interop_test, java_holder_excludes_redlease_and_wakes_it_on_unlock) {
+  client c{cfg()};
+  ASSERT_TRUE(java_acquire("shared:42").is_nil());
+  auto l = c.lock("shared:42");
+  EXPECT_FALSE(l.try_lock());
+  auto waiter = std::async(std::launch::async, [&] {
+    bool got = l.try_lock(10s);
+    return std::make_pair(got, steady::now());
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{shared:42}"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  std::this_thread::sleep_for(30ms);
+  auto t0 = steady::now();
+  EXPECT_EQ(java_unlock("shared:42", "redisson_lock__channel:{shared:42}").integer, 1);
+  auto [got, at] = waiter.get();
+  EXPECT_TRUE(got);
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(at - t0).count(), 200);
+  // While redlease holds it, the Java side is excluded and learns the TTL.
+  auto r = java_acquire("shared:42");
+  ASSERT_TRUE(r.is_integer());
+  EXPECT_GT(r.integer, 0);
+}
+
+TEST_F(interop_test, redlease_unlock_wakes_java_subscriber_and_lets_it_in) {
+  client c{cfg()};
+  auto l = c.lock("shared:7");
+  l.lock();
+  EXPECT_TRUE(java_acquire("shared:7").is_integer());
+  auto sub = server().client();
+  sub.command({"SUBSCRIBE", "redisson_lock__channel:{shared:7}"});
+  l.unlock();
+  auto msg = sub.read_reply();
+  ASSERT_TRUE(msg.is_array());
+  ASSERT_EQ(msg.elements.size(), 3u);
+  EXPECT_EQ(msg.elements[0].str, "message");
+  EXPECT_EQ(msg.elements[2].str, "0");  // Redisson's UNLOCK_MESSAGE
+  EXPECT_TRUE(java_acquire("shared:7").is_nil());
+  // And redlease is excluded while Java holds it; Java's own reentry works.
+  EXPECT_FALSE(l.try_lock());
+  EXPECT_TRUE(java_acquire("shared:7").is_nil());
+  EXPECT_EQ(raw()({"HGET", "shared:7", java_field}).str, "2");
+}
+
+TEST_F(interop_test, name_with_braces_uses_redisson_channel_without_extra_braces) {
+  client c{cfg()};
+  ASSERT_TRUE(java_acquire("{tenant}:lock").is_nil());
+  auto l = c.lock("{tenant}:lock");
+  auto waiter = std::async(std::launch::async, [&] { return l.try_lock(10s); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{tenant}:lock"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  auto t0 = steady::now();
+  java_unlock("{tenant}:lock", "redisson_lock__channel:{tenant}:lock");
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 500);
+}
+
+}  // namespace
+}  // namespace redlease::test
