@@ -1,20 +1,51 @@
 // SPDX-License-Identifier: MIT
-// The redlease command-line tool.
-#include <CLI/CLI.hpp>
-
+// The redlease command-line tool: a Redis lock as easy as flock(1).
 #include <iostream>
 
+#include "commands.hpp"
 #include "redlease/redlease.hpp"
 
 int main(int argc, char** argv) {
-  CLI::App app{"redlease: distributed locks on Redis"};
+  using namespace redlease::cli;
+  CLI::App app{"redlease: distributed locks on Redis (Redisson-compatible), from the shell"};
   app.set_version_flag("--version", std::string("redlease ") + redlease::version);
-  app.require_subcommand(0, 1);
+  app.require_subcommand(1);
+  app.footer(
+      "Exit status: the child's status for `run` (128+N if killed by signal N); 75 lock not acquired\n"
+      "within --wait; 76 lock lost while the child ran; 64 usage error; 69 Redis unreachable or\n"
+      "authentication failed; 126/127 command not executable/not found.\n"
+      "Environment: REDLEASE_URL (default redis://127.0.0.1:6379), REDLEASE_PASSWORD.");
+  action_t action;
+  setup_run(app, action);
+  setup_status(app, action);
+  setup_unlock(app, action);
+  setup_demo(app, action);
+  setup_bench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 64;
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_code::usage;
   }
-  std::cout << app.help();
-  return 0;
+  if (!action) {
+    std::cerr << app.help();
+    return exit_code::usage;
+  }
+  try {
+    return action();
+  } catch (const redlease::error& e) {
+    std::cerr << "redlease: " << e.what() << "\n";
+    auto c = e.code();
+    if (c == redlease::errc::invalid_url || c == redlease::errc::tls_not_supported ||
+        c == redlease::errc::invalid_argument)
+      return exit_code::usage;
+    if (c == redlease::errc::connect_failed || c == redlease::errc::connect_timeout ||
+        c == redlease::errc::auth_failed || c == redlease::errc::select_failed ||
+        c == redlease::errc::request_timeout || c == redlease::errc::connection_lost)
+      return exit_code::unavailable;
+    return exit_code::software;
+  } catch (const std::exception& e) {
+    std::cerr << "redlease: " << e.what() << "\n";
+    return exit_code::software;
+  }
 }

@@ -20,6 +20,7 @@
 #include "redlease/error.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
+#include "redlease/stock.hpp"
 
 namespace redlease {
 
@@ -100,6 +101,9 @@ class client {
   /// A non-reentrant `SET NX PX` mutex on `name` (a cheap handle; no I/O).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::mutex mutex(std::string name);
+  /// Stock split over `segments` keys `<name>:0` .. (flash sales; see `segmented_stock`).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0.
+  segmented_stock stock(std::string name, std::size_t segments);
 
   /// A fresh owner id for the async lock calls (unique in this process, never a thread's id).
   owner_id new_owner() noexcept;

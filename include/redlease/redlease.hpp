@@ -15,4 +15,5 @@
 #include "redlease/error.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
+#include "redlease/stock.hpp"
 #include "redlease/version.hpp"

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: MIT
+#include "redlease/stock.hpp"
+
+#include <atomic>
+
+#include "client_impl.hpp"
+#include "redlease/client.hpp"
+#include "redlease_lua.hpp"
+
+namespace redlease {
+
+segmented_stock client::stock(std::string name, std::size_t segments) {
+  if (name.empty() || segments == 0) throw error(errc::invalid_argument, "client::stock: empty name or no segments");
+  return segmented_stock(impl_, std::move(name), segments);
+}
+
+segmented_stock::segmented_stock(std::shared_ptr<detail::client_impl> c, std::string name, std::size_t segments)
+    : client_(std::move(c)), name_(std::move(name)), segments_(segments) {}
+
+std::string segmented_stock::segment_key(std::size_t i) const { return name_ + ":" + std::to_string(i); }
+
+asio::any_io_executor segmented_stock::executor() const { return client_->executor(); }
+
+namespace {
+
+detail::arg_list keys_of(const segmented_stock& s) {
+  detail::arg_list a;
+  a.add(static_cast<long long>(s.segments()));
+  for (std::size_t i = 0; i < s.segments(); ++i) a.add(s.segment_key(i));
+  return a;
+}
+
+// Round-robin start segment, so concurrent buyers spread over the segments.
+std::atomic<std::uint64_t> next_start{0};
+
+}  // namespace
+
+void segmented_stock::async_try_take_impl(long long n, detail::unique_function<void(std::error_code, bool)> h) {
+  if (n <= 0) return h(errc::invalid_argument, false);
+  if (client_->closed()) return h(errc::client_closed, false);
+  auto a = keys_of(*this);
+  a.add(n).add(static_cast<long long>(next_start.fetch_add(1, std::memory_order_relaxed) % segments_));
+  client_->run([c = client_, a = std::move(a), h = std::move(h)]() mutable {
+    c->exec_script(detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      if (ec) return h(ec, false);
+      if (!r.is_integer()) return h(errc::protocol_error, false);
+      h({}, r.integer > 0);
+    });
+  });
+}
+
+bool segmented_stock::try_take(long long n, std::error_code& ec) {
+  return detail::sync_call<bool>(*client_, ec, [this, n](auto done) { async_try_take_impl(n, std::move(done)); });
+}
+
+bool segmented_stock::try_take(long long n) {
+  std::error_code ec;
+  bool r = try_take(n, ec);
+  throw_if(ec, ("segmented_stock::try_take \"" + name_ + "\"").c_str());
+  return r;
+}
+
+void segmented_stock::init(long long total, std::error_code& ec) {
+  if (total < 0) {
+    ec = errc::invalid_argument;
+    return;
+  }
+  auto a = keys_of(*this);
+  a.add(total);
+  detail::sync_call<bool>(*client_, ec, [c = client_.get(), a = std::move(a)](auto done) mutable {
+    c->exec_script(detail::lua::stock_init, std::move(a),
+                   [done = std::move(done)](std::error_code e, reply) mutable { done(e, !e); });
+  });
+}
+
+void segmented_stock::init(long long total) {
+  std::error_code ec;
+  init(total, ec);
+  throw_if(ec, ("segmented_stock::init \"" + name_ + "\"").c_str());
+}
+
+long long segmented_stock::remaining(std::error_code& ec) {
+  std::string p;
+  detail::encode_header(p, segments_ + 1);
+  detail::encode_arg(p, std::string_view("MGET"));
+  for (std::size_t i = 0; i < segments_; ++i) detail::encode_arg(p, segment_key(i));
+  return detail::sync_call<long long>(*client_, ec, [c = client_.get(), p = std::move(p)](auto done) mutable {
+    c->exec(std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
+      if (e) return done(e, 0);
+      if (!r.is_array()) return done(errc::protocol_error, 0);
+      long long sum = 0;
+      for (auto& el : r.elements)
+        if (el.is_string()) sum += std::stoll(el.str);
+      done({}, sum);
+    }, true);
+  });
+}
+
+long long segmented_stock::remaining() {
+  std::error_code ec;
+  auto r = remaining(ec);
+  throw_if(ec, ("segmented_stock::remaining \"" + name_ + "\"").c_str());
+  return r;
+}
+
+}  // namespace redlease

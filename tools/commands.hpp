@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// The subcommands of the redlease CLI. Each setup_* adds its subcommand to the app and, when that
+// subcommand is chosen, stores in `action` what main() runs; the action returns the exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "redlease/config.hpp"
+
+namespace redlease::cli {
+
+/// Exit statuses (sysexits-style where one fits; documented in --help and the README).
+namespace exit_code {
+inline constexpr int ok = 0;
+inline constexpr int usage = 64;          // EX_USAGE
+inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable or authentication failed
+inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
+inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
+inline constexpr int lock_lost = 76;      // lock lost while the child ran
+inline constexpr int cannot_exec = 126;   // command found but not executable
+inline constexpr int not_found = 127;     // command not found
+}  // namespace exit_code
+
+using action_t = std::function<int()>;
+
+/// The default URL: $REDLEASE_URL, else redis://127.0.0.1:6379.
+std::string default_url();
+/// The config for `url`; $REDLEASE_PASSWORD, when set, supplies the password (so it never shows in
+/// `ps`). Throws redlease::error on a bad URL.
+config make_config(const std::string& url);
+/// Parses "250ms", "5s", "2m", "1h" (also "1.5s"); a bare "0" is zero. Empty on a malformed or
+/// negative value.
+std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
+/// A CLI11 validator for durations.
+CLI::Validator duration_validator();
+
+void setup_run(CLI::App& app, action_t& action);
+void setup_status(CLI::App& app, action_t& action);
+void setup_unlock(CLI::App& app, action_t& action);
+void setup_demo(CLI::App& app, action_t& action);
+void setup_bench(CLI::App& app, action_t& action);
+
+}  // namespace redlease::cli
