@@ -52,6 +52,36 @@ struct lost_info {
 /// (blocking calls there fail with `errc::would_deadlock`); it must not throw.
 using lost_handler = std::function<void(const lost_info&)>;
 
+/// How a waiter waits for a held lock.
+///
+/// The default, `pubsub`, sleeps on the lock's unlock channel (no polling). `backoff` is the
+/// seeds' retry loop, for deployments where pub/sub is unavailable (a proxy that does not forward
+/// it, ACLs without `&channel` rights): it retries after `initial`, multiplying the delay by
+/// `multiplier` up to `max`, each delay shortened by a random share of up to `jitter` (0..1), and
+/// gives up (returns false) after `max_attempts` retries (0: until the wait runs out).
+struct wait_strategy {
+  /// The pub/sub strategy (default).
+  static wait_strategy pubsub() { return {}; }
+  /// The backoff strategy.
+  static wait_strategy backoff(std::chrono::milliseconds initial, std::chrono::milliseconds max,
+                               double multiplier = 2.0, double jitter = 0.5, unsigned max_attempts = 0) {
+    wait_strategy w;
+    w.use_backoff = true;
+    w.initial = initial;
+    w.max = max;
+    w.multiplier = multiplier;
+    w.jitter = jitter;
+    w.max_attempts = max_attempts;
+    return w;
+  }
+  bool use_backoff = false;                   ///< false: pub/sub
+  std::chrono::milliseconds initial{10};      ///< first retry delay
+  std::chrono::milliseconds max{1000};        ///< largest retry delay
+  double multiplier = 2.0;                    ///< growth of the delay per retry (>= 1)
+  double jitter = 0.5;                        ///< share of each delay that is random (0..1)
+  unsigned max_attempts = 0;                  ///< retries before giving up; 0: until the wait ends
+};
+
 /// What kind of lock a handle drives.
 enum class lock_kind : std::uint8_t {
   reentrant,  ///< Redisson's hash: field `<uuid>:<owner>` → hold count
@@ -138,6 +168,13 @@ class lock_handle {
   /// Sets the callback for the holds taken through this handle (and its copies) from now on,
   /// including the current ones. Replaces any earlier callback.
   void on_lost(lost_handler cb);
+  /// Sets how this handle (and copies made after) waits for a held lock; pub/sub by default.
+  /// Not synchronised with calls in flight on the same handle: set it before sharing the handle.
+  /// @throws redlease::error `errc::invalid_argument` for non-positive delays, max < initial,
+  /// multiplier < 1 or jitter outside [0, 1].
+  void set_wait_strategy(const wait_strategy& w);
+  /// The current wait strategy.
+  const wait_strategy& get_wait_strategy() const noexcept { return wait_; }
 
   // ---- explicit-owner variants of the local view ------------------------------------------------
   bool valid(owner_id owner) const;
@@ -183,6 +220,16 @@ class lock_handle {
   auto async_is_locked(CompletionToken&& token) {
     return initiate_bool(token, [this](bool_handler h) { async_is_locked_impl(std::move(h)); });
   }
+  /// The lock's remaining TTL in ms (-2: absent, -1: no expiry). Signature
+  /// `void(std::error_code, long long)`.
+  template <class CompletionToken>
+  auto async_remaining_ttl(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_remaining_ttl_impl(erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
   /// `owner`'s hold count on the server. Signature `void(std::error_code, long long)`.
   template <class CompletionToken>
   auto async_hold_count(owner_id owner, CompletionToken&& token) {
@@ -215,11 +262,13 @@ class lock_handle {
   void async_force_unlock_impl(bool_handler h);
   void async_is_locked_impl(bool_handler h);
   void async_hold_count_impl(owner_id owner, int_handler h);
+  void async_remaining_ttl_impl(int_handler h);
 
   std::shared_ptr<client_impl> client_;
   std::string name_;
   lock_kind kind_;
   std::shared_ptr<lost_slot> state_;  // the on_lost callback, shared by copies of the handle
+  wait_strategy wait_;
 };
 
 }  // namespace detail

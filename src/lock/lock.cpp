@@ -39,8 +39,9 @@ asio::any_io_executor lock_handle::executor() const { return client_->executor()
 void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool,
                                      void_handler h) {
   if (client_->closed()) return h(errc::client_closed);
-  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, h = std::move(h)]() mutable {
-    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot),
+  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
+                h = std::move(h)]() mutable {
+    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws,
                        [h = std::move(h)](std::error_code ec, bool got) mutable {
                          // Waiting without a bound only ends in the lock or an error.
                          h(ec ? ec : (got ? std::error_code{} : std::error_code(errc::operation_aborted)));
@@ -50,8 +51,9 @@ void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std
 
 void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h) {
   if (client_->closed()) return h(errc::client_closed, false);
-  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, h = std::move(h)]() mutable {
-    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), std::move(h));
+  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
+                h = std::move(h)]() mutable {
+    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws, std::move(h));
   });
 }
 
@@ -81,6 +83,26 @@ void lock_handle::async_is_locked_impl(bool_handler h) {
   });
 }
 
+void lock_handle::async_remaining_ttl_impl(int_handler h) {
+  if (client_->closed()) return h(errc::client_closed, -2);
+  std::string p;
+  encode_command(p, {"PTTL", name_});
+  client_->run([c = client_, p = std::move(p), h = std::move(h)]() mutable {
+    c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      if (ec) return h(ec, -2);
+      if (!r.is_integer()) return h(errc::protocol_error, -2);
+      h({}, r.integer);
+    }, true);
+  });
+}
+
+void lock_handle::set_wait_strategy(const wait_strategy& w) {
+  if (w.use_backoff && (w.initial.count() <= 0 || w.max < w.initial || !(w.multiplier >= 1.0) ||
+                        !(w.jitter >= 0.0 && w.jitter <= 1.0)))
+    throw error(errc::invalid_argument, context(*this, "set_wait_strategy"));
+  wait_ = w;
+}
+
 void lock_handle::async_hold_count_impl(owner_id owner, int_handler h) {
   if (client_->closed()) return h(errc::client_closed, 0);
   client_->run([c = client_, name = name_, kind = kind_, owner, h = std::move(h)]() mutable {
@@ -100,7 +122,7 @@ T sync(client_impl& c, std::error_code& ec, F&& f) {
 void lock_handle::lock(std::error_code& ec) {
   auto owner = this_thread_owner();
   sync<bool>(*client_, ec, [&](bool_handler done) {
-    client_->locks().acquire(name_, kind_, owner, std::nullopt, std::nullopt, state_, std::move(done));
+    client_->locks().acquire(name_, kind_, owner, std::nullopt, std::nullopt, state_, wait_, std::move(done));
   });
 }
 void lock_handle::lock() {
@@ -112,7 +134,7 @@ void lock_handle::lock() {
 void lock_handle::lock(std::chrono::milliseconds lease, std::error_code& ec) {
   auto owner = this_thread_owner();
   sync<bool>(*client_, ec, [&](bool_handler done) {
-    client_->locks().acquire(name_, kind_, owner, std::nullopt, lease, state_, std::move(done));
+    client_->locks().acquire(name_, kind_, owner, std::nullopt, lease, state_, wait_, std::move(done));
   });
 }
 void lock_handle::lock(std::chrono::milliseconds lease) {
@@ -127,7 +149,7 @@ bool lock_handle::try_lock() { return try_lock(std::chrono::milliseconds::zero()
 bool lock_handle::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
   auto owner = this_thread_owner();
   return sync<bool>(*client_, ec, [&](bool_handler done) {
-    client_->locks().acquire(name_, kind_, owner, wait, std::nullopt, state_, std::move(done));
+    client_->locks().acquire(name_, kind_, owner, wait, std::nullopt, state_, wait_, std::move(done));
   });
 }
 bool lock_handle::try_lock(std::chrono::milliseconds wait) {
@@ -140,7 +162,7 @@ bool lock_handle::try_lock(std::chrono::milliseconds wait) {
 bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec) {
   auto owner = this_thread_owner();
   return sync<bool>(*client_, ec, [&](bool_handler done) {
-    client_->locks().acquire(name_, kind_, owner, wait, lease, state_, std::move(done));
+    client_->locks().acquire(name_, kind_, owner, wait, lease, state_, wait_, std::move(done));
   });
 }
 bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease) {
@@ -200,15 +222,7 @@ bool lock_handle::is_held_by_current_thread(std::error_code& ec) { return hold_c
 bool lock_handle::is_held_by_current_thread() { return hold_count() > 0; }
 
 std::chrono::milliseconds lock_handle::remaining_ttl(std::error_code& ec) {
-  std::string p;
-  encode_command(p, {"PTTL", name_});
-  auto v = sync<long long>(*client_, ec, [&](int_handler done) {
-    client_->exec(std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
-      if (e) return done(e, -2);
-      if (!r.is_integer()) return done(errc::protocol_error, -2);
-      done({}, r.integer);
-    }, true);
-  });
+  auto v = sync<long long>(*client_, ec, [&](int_handler done) { async_remaining_ttl_impl(std::move(done)); });
   return std::chrono::milliseconds(ec ? -2 : v);
 }
 std::chrono::milliseconds lock_handle::remaining_ttl() {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <random>
 
 #include "client_impl.hpp"
 #include "net/resp.hpp"
@@ -73,6 +74,9 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   bool again = false;     // a wake-up came while an attempt was on the wire
   bool finished = false;
   bool poll_capped = false;
+  wait_strategy how;
+  ms next_delay{0};
+  unsigned retries = 0;
   std::error_code last_error;
   std::vector<channel_entry*> channels;
 
@@ -162,7 +166,8 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
 }
 
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
-                           std::optional<ms> lease, std::shared_ptr<lost_slot> slot, bool_handler h) {
+                           std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
+                           bool_handler h) {
   if (closed_) return h(errc::client_closed, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
@@ -176,6 +181,8 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->lease = lease;
   if (wait) w->deadline = clock::now() + *wait;
   w->slot = std::move(slot);
+  w->how = how;
+  w->next_delay = how.initial;
   w->done = std::move(h);
   if (kind == lock_kind::reentrant) w->id = field_of(owner);
   else w->id = random_token();
@@ -281,6 +288,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
+  if (w->how.use_backoff) return waiter_sleep(w, pttl);  // no channel: retries on a schedule
   auto go = [this, w, pttl] {
     if (w->finished) return;
     join_channel(w, lock_channel(w->name, w->kind), false);
@@ -345,7 +353,16 @@ void lock_service::wake(channel_entry& ch, bool all) {
 void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl) {
   auto now = clock::now();
   clock::time_point until = clock::time_point::max();
-  if (pttl && *pttl >= 0) until = now + ms(*pttl);
+  if (w->how.use_backoff) {
+    if (w->how.max_attempts != 0 && w->retries >= w->how.max_attempts) return finish_waiter(w, w->last_error, false);
+    ++w->retries;
+    double share = std::uniform_real_distribution<double>(0.0, w->how.jitter)(rng_);
+    auto delay = std::max<ms>(ms(1), ms(static_cast<long long>(static_cast<double>(w->next_delay.count()) * (1.0 - share))));
+    double grown = static_cast<double>(w->next_delay.count()) * w->how.multiplier;
+    w->next_delay = grown >= static_cast<double>(w->how.max.count()) ? w->how.max : ms(static_cast<long long>(grown));
+    until = now + delay;
+  }
+  if (pttl && *pttl >= 0) until = std::min(until, now + ms(*pttl));
   if (w->poll_capped) until = std::min(until, now + c_.cfg().mutex_poll_cap);
   if (w->last_error) until = std::min(until, now + std::min<ms>(c_.cfg().reconnect_max_delay, ms(1000)));
   if (w->deadline) until = std::min(until, *w->deadline);

@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -46,7 +47,7 @@ class lock_service {
 
   /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
   void acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait, std::optional<ms> lease,
-               std::shared_ptr<lost_slot> slot, bool_handler h);
+               std::shared_ptr<lost_slot> slot, const wait_strategy& how, bool_handler h);
   void release(std::string name, lock_kind kind, owner_id owner, void_handler h);
   void force_unlock(std::string name, lock_kind kind, bool_handler h);
   void hold_count(std::string name, lock_kind kind, owner_id owner, int_handler h);
@@ -112,6 +113,7 @@ class lock_service {
   ms interval_;
   enum class keyspace { unknown, querying, on, off } keyspace_ = keyspace::unknown;
   std::vector<unique_function<void()>> keyspace_waiting_;
+  std::minstd_rand rng_{std::random_device{}()};
   bool closed_ = false;
 };
 

@@ -433,3 +433,42 @@ TEST_F(lock_test, holds_of_many_threads_on_one_client) {
 
 }  // namespace
 }  // namespace redlease::test
+
+namespace redlease::test {
+namespace {
+
+TEST_F(lock_test, backoff_wait_strategy_retries_without_pubsub) {
+  client c{cfg()};
+  auto holder = c.lock("bo");
+  holder.lock();
+  auto l = c.lock("bo");
+  l.set_wait_strategy(wait_strategy::backoff(5ms, 40ms, 2.0, 0.5));
+  std::thread t([&] {
+    auto t0 = steady::now();
+    EXPECT_TRUE(l.try_lock(5s));
+    EXPECT_LT(ms_since(t0), 2000);
+    l.unlock();
+  });
+  std::this_thread::sleep_for(200ms);
+  // No subscription: it polls with backoff (capped at 40 ms).
+  auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{bo}"});
+  EXPECT_EQ(r.elements[1].integer, 0);
+  holder.unlock();
+  t.join();
+  // Bounded attempts: gives up with false long before the wait.
+  holder.lock();
+  std::thread t2([&] {
+    auto l2 = c.lock("bo");
+    l2.set_wait_strategy(wait_strategy::backoff(5ms, 10ms, 2.0, 0.0, 3));
+    auto t0 = steady::now();
+    EXPECT_FALSE(l2.try_lock(10s));
+    EXPECT_LT(ms_since(t0), 500);
+  });
+  t2.join();
+  holder.unlock();
+  EXPECT_THROW(l.set_wait_strategy(wait_strategy::backoff(0ms, 10ms)), redlease::error);
+  EXPECT_THROW(l.set_wait_strategy(wait_strategy::backoff(10ms, 5ms)), redlease::error);
+}
+
+}  // namespace
+}  // namespace redlease::test
