@@ -10,7 +10,10 @@ if(NOT TARGET redlease::asio)
   add_library(redlease_asio INTERFACE)
   add_library(redlease::asio ALIAS redlease_asio)
   target_include_directories(redlease_asio SYSTEM INTERFACE ${ASIO_INCLUDE_DIR})
-  target_compile_definitions(redlease_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED)
+  # ASIO_DISABLE_STD_ALIGNED_ALLOC: Asio picks aligned_alloc or operator new depending on which headers
+# came first in a translation unit; fixing the choice keeps the library and its users' inline Asio
+# code allocating and freeing the same way (an ODR violation ASan reports otherwise).
+target_compile_definitions(redlease_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_DISABLE_STD_ALIGNED_ALLOC)
 endif()
 
 # hiredis: used only for its RESP reply parser (redisReader).

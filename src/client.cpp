@@ -62,6 +62,10 @@ void client_impl::shutdown() noexcept {
   }
   auto close_all = [this] {
     closing_ = true;
+    auto hooks = std::move(close_hooks_);
+    close_hooks_.clear();
+    for (auto& [alive, fn] : hooks)
+      if (!alive.expired()) fn();
     locks_->close();
     sub_->close();
     cmd_->close();
@@ -212,7 +216,10 @@ void client::async_command_impl(std::vector<std::string> args,
                                 detail::unique_function<void(std::error_code, reply)> h) {
   if (args.empty()) return h(errc::invalid_argument, reply{});
   auto p = encode(args);
-  impl_->run([impl = impl_, p = std::move(p), h = std::move(h)]() mutable { impl->exec(std::move(p), std::move(h)); });
+  impl_->run_or_fail([impl = impl_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, reply{});
+    impl->exec(std::move(p), std::move(h));
+  });
 }
 
 void client::ping(std::error_code& ec) {
@@ -233,18 +240,21 @@ struct subscription::state final : detail::subscriber::listener {
   std::string channel;
   std::function<void(std::string_view, std::string_view)> fn;
   detail::unique_function<void(std::error_code, bool)> confirmed;
+  std::unique_ptr<asio::steady_timer> timer;  // bounds the wait for the confirmation
   bool added = false;
+
+  void complete(std::error_code ec) {
+    if (timer) timer->cancel();  // a pending wait would keep the I/O thread (and close) waiting
+    if (!confirmed) return;
+    auto c = std::move(confirmed);
+    confirmed = nullptr;
+    c(ec, !ec);
+  }
 
   void on_message(std::string_view ch, std::string_view payload) override {
     if (fn) fn(ch, payload);
   }
-  void on_subscribed() override {
-    if (confirmed) {
-      auto c = std::move(confirmed);
-      confirmed = nullptr;
-      c({}, true);
-    }
-  }
+  void on_subscribed() override { complete({}); }
 };
 
 void subscription::reset() noexcept {
@@ -275,12 +285,13 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
     st->impl->sub().start();
     st->impl->sub().add(st->channel, st.get());
     if (!st->confirmed) return;  // confirmed synchronously (channel already subscribed)
-    auto timer = std::make_shared<asio::steady_timer>(st->impl->executor(), timeout);
-    timer->async_wait([st, timer](std::error_code e) {
-      if (e || !st->confirmed) return;
-      auto c = std::move(st->confirmed);
-      st->confirmed = nullptr;
-      c(errc::request_timeout, false);
+    st->timer = std::make_unique<asio::steady_timer>(st->impl->executor(), timeout);
+    std::weak_ptr<subscription::state> weak = st;
+    st->timer->async_wait([weak](std::error_code e) {
+      if (auto s = weak.lock(); s && !e) s->complete(errc::request_timeout);
+    });
+    st->impl->on_close(weak, [weak] {
+      if (auto s = weak.lock()) s->complete(errc::client_closed);
     });
   });
   subscription s(st);

@@ -13,6 +13,8 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "net/connection.hpp"
 #include "net/resp.hpp"
@@ -54,6 +56,31 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return true;
   }
 
+  // Like run, for operations whose handler must complete even when the client is closed: `f(false)`
+  // runs on the executor, or `f(true)` at once on the calling thread when the client is closed. A
+  // handler completed that way is invoked directly (its executor may be gone).
+  template <class F>
+  void run_or_fail(F&& f) {
+    if (on_io_thread()) {
+      if (closing_) return complete_inline([&] { f(true); });
+      return f(false);
+    }
+    {
+      std::lock_guard<std::mutex> g(life_mu_);
+      if (!closed_.load(std::memory_order_relaxed)) {
+        asio::post(ex_, [f = std::forward<F>(f)]() mutable { f(false); });
+        return;
+      }
+    }
+    complete_inline([&] { f(true); });
+  }
+
+  // Executor only: runs `fn` when the client closes, unless `alive` has expired by then.
+  void on_close(std::weak_ptr<void> alive, std::function<void()> fn) {
+    std::erase_if(close_hooks_, [](auto& h) { return h.first.expired(); });
+    close_hooks_.emplace_back(std::move(alive), std::move(fn));
+  }
+
   // Executor only. `h` gets (ec, reply); an error reply is mapped to its code (the reply is kept).
   void exec(std::string payload, reply_handler h, bool idempotent = false);
   // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `args` holds numkeys, keys and arguments.
@@ -81,6 +108,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::mutex life_mu_;
   std::atomic<bool> closed_{false};
   bool closing_ = false;  // executor only
+  std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only
 };
 
 // Runs `start(done)` on the client's executor and blocks until `done(ec, value)` is called.

@@ -38,9 +38,9 @@ asio::any_io_executor lock_handle::executor() const { return client_->executor()
 
 void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool,
                                      void_handler h) {
-  if (client_->closed()) return h(errc::client_closed);
-  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
-                h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
+                h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed);
     c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws,
                        [h = std::move(h)](std::error_code ec, bool got) mutable {
                          // Waiting without a bound only ends in the lock or an error.
@@ -50,32 +50,32 @@ void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std
 }
 
 void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h) {
-  if (client_->closed()) return h(errc::client_closed, false);
-  client_->run([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
-                h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
+                h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
     c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws, std::move(h));
   });
 }
 
 void lock_handle::async_unlock_impl(owner_id owner, void_handler h) {
-  if (client_->closed()) return h(errc::client_closed);
-  client_->run([c = client_, name = name_, kind = kind_, owner, h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed);
     c->locks().release(std::move(name), kind, owner, std::move(h));
   });
 }
 
 void lock_handle::async_force_unlock_impl(bool_handler h) {
-  if (client_->closed()) return h(errc::client_closed, false);
-  client_->run([c = client_, name = name_, kind = kind_, h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
     c->locks().force_unlock(std::move(name), kind, std::move(h));
   });
 }
 
 void lock_handle::async_is_locked_impl(bool_handler h) {
-  if (client_->closed()) return h(errc::client_closed, false);
   std::string p;
   encode_command(p, {"EXISTS", name_});
-  client_->run([c = client_, p = std::move(p), h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
     c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
       h({}, r.is_integer() && r.integer > 0);
@@ -84,10 +84,10 @@ void lock_handle::async_is_locked_impl(bool_handler h) {
 }
 
 void lock_handle::async_remaining_ttl_impl(int_handler h) {
-  if (client_->closed()) return h(errc::client_closed, -2);
   std::string p;
   encode_command(p, {"PTTL", name_});
-  client_->run([c = client_, p = std::move(p), h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
     c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, -2);
       if (!r.is_integer()) return h(errc::protocol_error, -2);
@@ -104,8 +104,8 @@ void lock_handle::set_wait_strategy(const wait_strategy& w) {
 }
 
 void lock_handle::async_hold_count_impl(owner_id owner, int_handler h) {
-  if (client_->closed()) return h(errc::client_closed, 0);
-  client_->run([c = client_, name = name_, kind = kind_, owner, h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
     c->locks().hold_count(std::move(name), kind, owner, std::move(h));
   });
 }

@@ -37,10 +37,10 @@ std::atomic<std::uint64_t> next_start{0};
 
 void segmented_stock::async_try_take_impl(long long n, detail::unique_function<void(std::error_code, bool)> h) {
   if (n <= 0) return h(errc::invalid_argument, false);
-  if (client_->closed()) return h(errc::client_closed, false);
   auto a = keys_of(*this);
   a.add(n).add(static_cast<long long>(next_start.fetch_add(1, std::memory_order_relaxed) % segments_));
-  client_->run([c = client_, a = std::move(a), h = std::move(h)]() mutable {
+  client_->run_or_fail([c = client_, a = std::move(a), h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
     c->exec_script(detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
       if (!r.is_integer()) return h(errc::protocol_error, false);

@@ -17,12 +17,33 @@
 
 namespace redlease::detail {
 
+/// Set while the library completes a handler on the caller's thread because the client is closed:
+/// the handler's executor may no longer run, so the handler is invoked directly.
+inline thread_local bool complete_inline_now = false;
+
+/// Runs `f` with `complete_inline_now` set.
+template <class F>
+void complete_inline(F&& f) {
+  complete_inline_now = true;
+  try {
+    std::forward<F>(f)();
+  } catch (...) {
+    complete_inline_now = false;
+    throw;
+  }
+  complete_inline_now = false;
+}
+
 /// Type-erases `handler` for a completion signature `void(Args...)`. The returned function may be
 /// called on any thread; the handler runs on its associated executor (`fallback` if it has none).
 template <class... Args, class Handler, class Executor>
 unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& fallback) {
   auto work = asio::make_work_guard(handler, fallback);
   return [h = std::forward<Handler>(handler), work = std::move(work)](Args... args) mutable {
+    if (complete_inline_now) {
+      std::move(h)(std::move(args)...);
+      return;
+    }
     auto ex = work.get_executor();
     asio::dispatch(ex, [h = std::move(h), work = std::move(work),
                         t = std::make_tuple(std::move(args)...)]() mutable {

@@ -1,0 +1,298 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of config::from_url and config::redacted_url.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "redlease/config.hpp"
+#include "redlease/error.hpp"
+
+namespace redlease {
+namespace {
+
+// Expects both forms of from_url to reject `url` with `want`.
+void expect_rejected(std::string_view url, errc want) {
+  SCOPED_TRACE(std::string(url));
+  std::error_code ec;
+  config c = config::from_url(url, ec);
+  EXPECT_EQ(ec, make_error_code(want));
+  // A failed parse returns a default config.
+  EXPECT_EQ(c.host, config{}.host);
+  EXPECT_EQ(c.port, config{}.port);
+  EXPECT_TRUE(c.password.empty());
+  EXPECT_TRUE(c.unix_socket.empty());
+  try {
+    (void)config::from_url(url);
+    ADD_FAILURE() << "from_url did not throw";
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(want));
+    EXPECT_NE(std::string(e.what()).find(make_error_code(want).message()), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "from_url threw a foreign exception: " << e.what();
+  }
+}
+
+config parse_ok(std::string_view url) {
+  std::error_code ec;
+  config c = config::from_url(url, ec);
+  EXPECT_FALSE(ec) << url << ": " << ec.message();
+  config thrown;
+  EXPECT_NO_THROW(thrown = config::from_url(url)) << url;
+  EXPECT_EQ(thrown.host, c.host);
+  EXPECT_EQ(thrown.port, c.port);
+  EXPECT_EQ(thrown.database, c.database);
+  EXPECT_EQ(thrown.username, c.username);
+  EXPECT_EQ(thrown.password, c.password);
+  EXPECT_EQ(thrown.unix_socket, c.unix_socket);
+  return c;
+}
+
+TEST(ConfigFromUrl, HostPortDb) {
+  config c = parse_ok("redis://example.com:6380/5");
+  EXPECT_EQ(c.host, "example.com");
+  EXPECT_EQ(c.port, 6380);
+  EXPECT_EQ(c.database, 5);
+  EXPECT_TRUE(c.username.empty());
+  EXPECT_TRUE(c.password.empty());
+  EXPECT_TRUE(c.unix_socket.empty());
+}
+
+TEST(ConfigFromUrl, DefaultPortAndDb) {
+  config c = parse_ok("redis://localhost");
+  EXPECT_EQ(c.host, "localhost");
+  EXPECT_EQ(c.port, 6379);
+  EXPECT_EQ(c.database, 0);
+
+  c = parse_ok("redis://10.1.2.3/");
+  EXPECT_EQ(c.host, "10.1.2.3");
+  EXPECT_EQ(c.port, 6379);
+  EXPECT_EQ(c.database, 0);
+
+  c = parse_ok("redis://h:1/0");
+  EXPECT_EQ(c.port, 1);
+  EXPECT_EQ(c.database, 0);
+
+  c = parse_ok("redis://h:65535/15");
+  EXPECT_EQ(c.port, 65535);
+  EXPECT_EQ(c.database, 15);
+}
+
+TEST(ConfigFromUrl, TimingFieldsKeepDefaults) {
+  config c = parse_ok("redis://h:1234/2");
+  config d;
+  EXPECT_EQ(c.connect_timeout, d.connect_timeout);
+  EXPECT_EQ(c.request_timeout, d.request_timeout);
+  EXPECT_EQ(c.reconnect_min_delay, d.reconnect_min_delay);
+  EXPECT_EQ(c.reconnect_max_delay, d.reconnect_max_delay);
+  EXPECT_EQ(c.watchdog_timeout, d.watchdog_timeout);
+  EXPECT_EQ(c.client_name, d.client_name);
+}
+
+TEST(ConfigFromUrl, UserAndPassword) {
+  config c = parse_ok("redis://alice:s3cret@db.local:7000/2");
+  EXPECT_EQ(c.username, "alice");
+  EXPECT_EQ(c.password, "s3cret");
+  EXPECT_EQ(c.host, "db.local");
+  EXPECT_EQ(c.port, 7000);
+  EXPECT_EQ(c.database, 2);
+}
+
+TEST(ConfigFromUrl, PasswordOnly) {
+  config c = parse_ok("redis://:s3cret@h:7000");
+  EXPECT_TRUE(c.username.empty());
+  EXPECT_EQ(c.password, "s3cret");
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 7000);
+}
+
+TEST(ConfigFromUrl, BarePassword) {
+  config c = parse_ok("redis://s3cret@h");
+  EXPECT_TRUE(c.username.empty());
+  EXPECT_EQ(c.password, "s3cret");
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 6379);
+}
+
+TEST(ConfigFromUrl, PercentDecoding) {
+  config c = parse_ok("redis://us%40er%3a1:p%3Ass%25w%2F%40rd%20x@h:1");
+  EXPECT_EQ(c.username, "us@er:1");
+  EXPECT_EQ(c.password, "p:ss%w/@rd x");
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 1);
+
+  c = parse_ok("redis://%41%62%00z@h");
+  EXPECT_EQ(c.password, std::string("Ab\0z", 4));
+
+  // A raw '@' in the password: userinfo is split at the last '@'.
+  c = parse_ok("redis://u:p@ss@h:2");
+  EXPECT_EQ(c.username, "u");
+  EXPECT_EQ(c.password, "p@ss");
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 2);
+}
+
+TEST(ConfigFromUrl, Ipv6) {
+  config c = parse_ok("redis://[::1]:6380/1");
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 6380);
+  EXPECT_EQ(c.database, 1);
+
+  c = parse_ok("redis://u:p@[fe80::1:2]");
+  EXPECT_EQ(c.host, "fe80::1:2");
+  EXPECT_EQ(c.port, 6379);
+  EXPECT_EQ(c.username, "u");
+  EXPECT_EQ(c.password, "p");
+}
+
+TEST(ConfigFromUrl, UnixSocket) {
+  config c = parse_ok("unix:///var/run/redis.sock");
+  EXPECT_EQ(c.unix_socket, "/var/run/redis.sock");
+  EXPECT_EQ(c.database, 0);
+
+  c = parse_ok("unix:///tmp/r.sock?db=3");
+  EXPECT_EQ(c.unix_socket, "/tmp/r.sock");
+  EXPECT_EQ(c.database, 3);
+
+  c = parse_ok("redis+unix:///tmp/r2.sock");
+  EXPECT_EQ(c.unix_socket, "/tmp/r2.sock");
+  EXPECT_EQ(c.database, 0);
+
+  c = parse_ok("redis+unix:///tmp/r2.sock?db=12");
+  EXPECT_EQ(c.unix_socket, "/tmp/r2.sock");
+  EXPECT_EQ(c.database, 12);
+}
+
+TEST(ConfigFromUrl, DbAsQuery) {
+  config c = parse_ok("redis://h:1/?db=4");
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 1);
+  EXPECT_EQ(c.database, 4);
+}
+
+TEST(ConfigFromUrl, TlsNotSupported) {
+  expect_rejected("rediss://h:6380", errc::tls_not_supported);
+  expect_rejected("rediss://u:p@h:6380/1", errc::tls_not_supported);
+}
+
+TEST(ConfigFromUrl, NoScheme) {
+  expect_rejected("", errc::invalid_url);
+  expect_rejected("localhost:6379", errc::invalid_url);
+  expect_rejected("localhost", errc::invalid_url);
+  expect_rejected("//localhost:6379", errc::invalid_url);
+  expect_rejected("redis:/localhost", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, UnknownScheme) {
+  expect_rejected("http://localhost:6379", errc::invalid_url);
+  expect_rejected("REDIS://localhost", errc::invalid_url);
+  expect_rejected("rediss+unix:///tmp/x", errc::invalid_url);
+  expect_rejected("://localhost", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, EmptyHost) {
+  expect_rejected("redis://", errc::invalid_url);
+  expect_rejected("redis://:6379", errc::invalid_url);
+  expect_rejected("redis:///3", errc::invalid_url);
+  expect_rejected("redis://u:p@", errc::invalid_url);
+  expect_rejected("redis://u:p@:6379", errc::invalid_url);
+  expect_rejected("redis://[]:6379", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, BadPort) {
+  expect_rejected("redis://h:0", errc::invalid_url);
+  expect_rejected("redis://h:65536", errc::invalid_url);
+  expect_rejected("redis://h:99999999999", errc::invalid_url);
+  expect_rejected("redis://h:abc", errc::invalid_url);
+  expect_rejected("redis://h:-1", errc::invalid_url);
+  expect_rejected("redis://h:+1", errc::invalid_url);
+  expect_rejected("redis://h:", errc::invalid_url);
+  expect_rejected("redis://h:12ab", errc::invalid_url);
+  expect_rejected("redis://[::1]:", errc::invalid_url);
+  expect_rejected("redis://[::1]:0", errc::invalid_url);
+  expect_rejected("redis://[::1]:x", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, BadDb) {
+  expect_rejected("redis://h/abc", errc::invalid_url);
+  expect_rejected("redis://h/-1", errc::invalid_url);
+  expect_rejected("redis://h:1/1x", errc::invalid_url);
+  expect_rejected("redis://h/99999999999999999999", errc::invalid_url);
+  expect_rejected("redis://h?db=x", errc::invalid_url);
+  expect_rejected("redis://h?foo=1", errc::invalid_url);
+  expect_rejected("unix:///tmp/r.sock?db=", errc::invalid_url);
+  expect_rejected("unix:///tmp/r.sock?db=-2", errc::invalid_url);
+  expect_rejected("unix:///tmp/r.sock?db=1x", errc::invalid_url);
+  expect_rejected("unix:///tmp/r.sock?timeout=3", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, BadPercentEscape) {
+  expect_rejected("redis://u:p%zz@h", errc::invalid_url);
+  expect_rejected("redis://u:p%4@h", errc::invalid_url);
+  expect_rejected("redis://u:p%@h", errc::invalid_url);
+  expect_rejected("redis://u%g1:p@h", errc::invalid_url);
+  expect_rejected("redis://p%2@h", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, TrailingJunk) {
+  expect_rejected("redis://h:6379/0/extra", errc::invalid_url);
+  expect_rejected("redis://h:6379x", errc::invalid_url);
+  expect_rejected("redis://h:6379 ", errc::invalid_url);
+  expect_rejected("redis://h:6379/1 ", errc::invalid_url);
+  expect_rejected("redis://h#frag", errc::invalid_url);
+  expect_rejected("redis://ho st", errc::invalid_url);
+  expect_rejected("redis://[::1]x", errc::invalid_url);
+  expect_rejected("redis://[::1", errc::invalid_url);
+}
+
+TEST(ConfigFromUrl, BadUnixPath) {
+  expect_rejected("unix://", errc::invalid_url);
+  expect_rejected("unix://relative.sock", errc::invalid_url);
+  expect_rejected("redis+unix://", errc::invalid_url);
+  expect_rejected("unix://?db=1", errc::invalid_url);
+}
+
+TEST(ConfigRedactedUrl, NeverShowsThePassword) {
+  const char* urls[] = {
+      "redis://alice:topsecret@h:7000/2",
+      "redis://:topsecret@h:7000",
+      "redis://topsecret@h",
+      "redis://alice:topsecret@[::1]:7000/3",
+      "redis://u:top%73ecret@h",
+  };
+  for (const char* url : urls) {
+    SCOPED_TRACE(url);
+    config c = parse_ok(url);
+    EXPECT_EQ(c.password, "topsecret");
+    std::string r = c.redacted_url();
+    EXPECT_EQ(r.find("topsecret"), std::string::npos) << r;
+    EXPECT_NE(r.find(c.host), std::string::npos) << r;
+    EXPECT_NE(r.find(std::to_string(c.port)), std::string::npos) << r;
+    EXPECT_EQ(r.rfind("redis://", 0), 0u) << r;
+    if (!c.username.empty()) {
+      EXPECT_NE(r.find(c.username), std::string::npos) << r;
+    }
+  }
+
+  // Set by hand, also on a unix socket.
+  config c;
+  c.unix_socket = "/tmp/s.sock";
+  c.password = "hunter2";
+  c.database = 4;
+  std::string r = c.redacted_url();
+  EXPECT_EQ(r.find("hunter2"), std::string::npos) << r;
+  EXPECT_NE(r.find("/tmp/s.sock"), std::string::npos) << r;
+}
+
+TEST(ConfigRedactedUrl, Shape) {
+  EXPECT_EQ(config::from_url("redis://h:7000/2").redacted_url(), "redis://h:7000/2");
+  EXPECT_EQ(config::from_url("redis://h").redacted_url(), "redis://h:6379");
+  EXPECT_EQ(config::from_url("redis://[::1]:7000").redacted_url(), "redis://[::1]:7000");
+  EXPECT_EQ(config::from_url("unix:///tmp/r.sock?db=3").redacted_url(), "unix:///tmp/r.sock?db=3");
+  EXPECT_EQ(config::from_url("redis://alice:pw@h:9/1").redacted_url(), "redis://alice:***@h:9/1");
+  EXPECT_EQ(config::from_url("redis://:pw@h:9").redacted_url(), "redis://:***@h:9");
+}
+
+}  // namespace
+}  // namespace redlease

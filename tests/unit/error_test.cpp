@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of redlease's error category, exception type and the mapping of server error replies.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+#include "net/connection.hpp"
+#include "redlease/error.hpp"
+
+namespace redlease {
+namespace {
+
+constexpr errc all_errcs[] = {
+    errc::connect_failed,  errc::connect_timeout,  errc::connection_lost, errc::request_timeout,
+    errc::auth_failed,     errc::select_failed,    errc::protocol_error,  errc::server_error,
+    errc::wrong_type,      errc::invalid_url,      errc::tls_not_supported, errc::invalid_argument,
+    errc::client_closed,   errc::operation_aborted, errc::not_owner,      errc::lock_lost,
+    errc::would_deadlock,  errc::server_busy,      errc::server_readonly,
+};
+
+TEST(ErrorCategory, Name) {
+  EXPECT_STREQ(error_category().name(), "redlease");
+  EXPECT_EQ(&error_category(), &error_category());
+  EXPECT_EQ(make_error_code(errc::client_closed).category(), error_category());
+}
+
+TEST(ErrorCategory, ValuesAreStable) {
+  EXPECT_EQ(static_cast<int>(errc::connect_failed), 1);
+  EXPECT_EQ(static_cast<int>(errc::server_readonly), 19);
+  int expected = 1;
+  for (errc e : all_errcs) EXPECT_EQ(static_cast<int>(e), expected++);
+}
+
+TEST(ErrorCategory, EveryCodeHasADistinctMessage) {
+  std::set<std::string> seen;
+  for (errc e : all_errcs) {
+    std::error_code ec = make_error_code(e);
+    SCOPED_TRACE(static_cast<int>(e));
+    EXPECT_TRUE(static_cast<bool>(ec));
+    std::string msg = ec.message();
+    EXPECT_FALSE(msg.empty());
+    EXPECT_NE(msg, "unknown redlease error");
+    EXPECT_TRUE(seen.insert(msg).second) << "duplicate message: " << msg;
+  }
+  EXPECT_EQ(seen.size(), std::size(all_errcs));
+  // A value outside the enum still has a message.
+  EXPECT_FALSE(error_category().message(0).empty());
+  EXPECT_FALSE(error_category().message(1000).empty());
+}
+
+TEST(ErrorCategory, ImplicitConversionFromErrc) {
+  static_assert(std::is_error_code_enum_v<errc>);
+  std::error_code ec = errc::wrong_type;
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_NE(ec, errc::server_error);
+  EXPECT_EQ(ec.value(), static_cast<int>(errc::wrong_type));
+  // Not confused with a generic code of the same value.
+  EXPECT_NE(ec, std::error_code(static_cast<int>(errc::wrong_type), std::generic_category()));
+}
+
+TEST(ErrorException, IsASystemErrorCarryingCodeAndText) {
+  static_assert(std::is_base_of_v<std::system_error, error>);
+  try {
+    throw error(errc::lock_lost, "my context");
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::lock_lost);
+    std::string what = e.what();
+    EXPECT_NE(what.find("my context"), std::string::npos) << what;
+    EXPECT_NE(what.find(make_error_code(errc::lock_lost).message()), std::string::npos) << what;
+  }
+  error bare{make_error_code(errc::client_closed)};
+  EXPECT_EQ(bare.code(), errc::client_closed);
+  EXPECT_NE(std::string(bare.what()).find(make_error_code(errc::client_closed).message()), std::string::npos);
+}
+
+TEST(ErrorException, ThrowIf) {
+  EXPECT_NO_THROW(throw_if(std::error_code{}, "nothing"));
+  try {
+    throw_if(errc::not_owner, "unlock");
+    ADD_FAILURE() << "throw_if did not throw";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::not_owner);
+    EXPECT_NE(std::string(e.what()).find("unlock"), std::string::npos);
+  }
+}
+
+// ---- detail::error_from_reply_text ----------------------------------------------------------------
+
+using detail::error_from_reply_text;
+
+TEST(ErrorFromReplyText, WrongType) {
+  EXPECT_EQ(error_from_reply_text("WRONGTYPE Operation against a key holding the wrong kind of value"),
+            errc::wrong_type);
+}
+
+TEST(ErrorFromReplyText, Auth) {
+  EXPECT_EQ(error_from_reply_text("NOAUTH Authentication required."), errc::auth_failed);
+  EXPECT_EQ(error_from_reply_text("WRONGPASS invalid username-password pair or user is disabled."),
+            errc::auth_failed);
+  EXPECT_EQ(error_from_reply_text("ERR invalid password"), errc::auth_failed);
+  EXPECT_EQ(error_from_reply_text("ERR AUTH <password> called without any password configured for the default "
+                                  "user. Are you sure your configuration is correct?"),
+            errc::auth_failed);
+}
+
+TEST(ErrorFromReplyText, Busy) {
+  EXPECT_EQ(error_from_reply_text("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
+                                  "SHUTDOWN NOSAVE."),
+            errc::server_busy);
+  EXPECT_EQ(error_from_reply_text("LOADING Redis is loading the dataset in memory"), errc::server_busy);
+  EXPECT_EQ(error_from_reply_text("OOM command not allowed when used memory > 'maxmemory'."), errc::server_busy);
+  EXPECT_EQ(error_from_reply_text("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
+            errc::server_busy);
+}
+
+TEST(ErrorFromReplyText, ReadOnly) {
+  EXPECT_EQ(error_from_reply_text("READONLY You can't write against a read only replica."),
+            errc::server_readonly);
+}
+
+TEST(ErrorFromReplyText, ScriptErrorWrappingWrongType) {
+  // Redis 7 reports an error raised inside a script after a generic prefix.
+  EXPECT_EQ(error_from_reply_text("ERR Error running script (call to f_b3bc9b6cb369d345d1b539ec389ba48fcbd39136): "
+                                  "@user_script:6: WRONGTYPE Operation against a key holding the wrong kind of "
+                                  "value"),
+            errc::wrong_type);
+  EXPECT_EQ(error_from_reply_text("ERR user_script:1: WRONGTYPE Operation against a key holding the wrong kind of "
+                                  "value script: b3bc9b6c, on @user_script:1."),
+            errc::wrong_type);
+}
+
+TEST(ErrorFromReplyText, ScriptErrorWrappingOomOrReadonly) {
+  EXPECT_EQ(error_from_reply_text("ERR Error running script: @user_script:1: OOM command not allowed when used "
+                                  "memory > 'maxmemory'."),
+            errc::server_busy);
+  EXPECT_EQ(error_from_reply_text("ERR Error running script: @user_script:1: READONLY You can't write against a "
+                                  "read only replica."),
+            errc::server_readonly);
+}
+
+TEST(ErrorFromReplyText, AnythingElseIsServerError) {
+  for (const char* t : {"ERR value is not an integer or out of range", "ERR unknown command 'FOO'",
+                        "NOSCRIPT No matching script. Please use EVAL.", "ERR syntax error", "ERR", "",
+                        "EXECABORT Transaction discarded because of previous errors.",
+                        "wrongtype lower case is not the marker", "NOPERM this user has no permissions"}) {
+    EXPECT_EQ(error_from_reply_text(t), errc::server_error) << t;
+  }
+}
+
+TEST(ErrorFromReplyText, PrefixMustBeAtTheStart) {
+  // The auth and busy markers only count at the start of the text (they are Redis error codes).
+  EXPECT_EQ(error_from_reply_text("ERR my key is called NOAUTH"), errc::server_error);
+  EXPECT_EQ(error_from_reply_text("ERR something BUSY"), errc::server_error);
+  EXPECT_EQ(error_from_reply_text("ERR LOADING"), errc::server_error);
+}
+
+}  // namespace
+}  // namespace redlease
