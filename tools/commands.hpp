@@ -9,6 +9,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "redlease/config.hpp"
 
@@ -18,6 +19,7 @@ namespace redlease::cli {
 namespace exit_code {
 inline constexpr int ok = 0;
 inline constexpr int usage = 64;          // EX_USAGE
+inline constexpr int data_error = 65;     // EX_DATAERR: the key holds something that is not such a lock
 inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable or authentication failed
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
@@ -36,6 +38,9 @@ config make_config(const std::string& url);
 /// Parses "250ms", "5s", "2m", "1h" (also "1.5s"); a bare "0" is zero. Empty on a malformed or
 /// negative value.
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);
+/// Appends `s` as the body of a JSON string: quotes, backslashes and control characters escaped,
+/// valid UTF-8 kept, other bytes as \u00XX, so every line printed is valid JSON.
+void json_escape_to(std::string& out, std::string_view s);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
 

@@ -6,6 +6,54 @@
 
 namespace redlease::cli {
 
+// JSON string body: quotes, backslashes and control characters escaped; valid UTF-8 kept; any byte
+// that is not part of valid UTF-8 becomes \u00XX (its Latin-1 reading), so the line is valid JSON.
+void json_escape_to(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  auto esc = [&](unsigned char c) {
+    out += "\\u00";
+    out += hex[c >> 4];
+    out += hex[c & 15];
+  };
+  for (std::size_t i = 0; i < s.size();) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+      ++i;
+    } else if (c < 0x20 || c == 0x7f) {
+      switch (c) {
+        case '\n': out += "\\n"; break;
+        case '\r': out += "\\r"; break;
+        case '\t': out += "\\t"; break;
+        default: esc(c);
+      }
+      ++i;
+    } else if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+    } else {
+      std::size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c <= 0xdf ? 2 : 0;
+      bool ok = n > 0 && i + n <= s.size();
+      for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xc0) == 0x80;
+      if (ok && n == 3) {
+        auto c1 = static_cast<unsigned char>(s[i + 1]);
+        ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0);  // overlong, surrogates
+      } else if (ok && n == 4) {
+        auto c1 = static_cast<unsigned char>(s[i + 1]);
+        ok = !(c == 0xf0 && c1 < 0x90) && !(c == 0xf4 && c1 >= 0x90);
+      }
+      if (ok) {
+        out.append(s.substr(i, n));
+        i += n;
+      } else {
+        esc(c);
+        ++i;
+      }
+    }
+  }
+}
+
 std::string default_url() {
   const char* env = std::getenv("REDLEASE_URL");
   return env && *env ? env : "redis://127.0.0.1:6379";

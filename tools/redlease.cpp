@@ -12,8 +12,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.footer(
       "Exit status: the child's status for `run` (128+N if killed by signal N); 75 lock not acquired\n"
-      "within --wait; 76 lock lost while the child ran; 64 usage error; 69 Redis unreachable or\n"
-      "authentication failed; 126/127 command not executable/not found.\n"
+      "within --wait; 76 lock lost while the child ran; 64 usage error; 65 the key is not a lock of that\n"
+      "kind; 69 Redis unreachable or authentication failed; 126/127 command not executable/not found.\n"
       "Environment: REDLEASE_URL (default redis://127.0.0.1:6379), REDLEASE_PASSWORD.");
   action_t action;
   setup_run(app, action);

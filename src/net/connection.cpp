@@ -6,6 +6,8 @@
 #include <asio/local/stream_protocol.hpp>
 #include <asio/post.hpp>
 
+#include <fcntl.h>
+
 #include <algorithm>
 
 #include "redlease/error.hpp"
@@ -16,6 +18,19 @@ namespace {
 constexpr std::size_t read_chunk = 64 * 1024;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Opens the socket close-on-exec: a program that forks and execs (redlease run, any user's) must not
+// hand its Redis connections to the child.
+std::error_code open_cloexec(asio::generic::stream_protocol::socket& sock,
+                             const asio::generic::stream_protocol::endpoint& ep) {
+  std::error_code ec;
+  sock.open(ep.protocol(), ec);
+  if (ec) return ec;
+  int fd = sock.native_handle();
+  int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  return {};
+}
 
 }  // namespace
 
@@ -71,8 +86,9 @@ void connection::connect_attempt() {
 
   if (!cfg_.unix_socket.empty()) {
     state_ = state::connecting;
-    asio::local::stream_protocol::endpoint ep(cfg_.unix_socket);
-    sock_.async_connect(asio::generic::stream_protocol::endpoint(ep), [this, self, gen](std::error_code ec) {
+    asio::generic::stream_protocol::endpoint ep{asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
+    if (open_cloexec(sock_, ep)) return attempt_failed(errc::connect_failed);
+    sock_.async_connect(ep, [this, self, gen](std::error_code ec) {
       if (gen != gen_ || state_ != state::connecting) return;
       if (ec) return attempt_failed(errc::connect_failed);
       on_connected(gen);
@@ -100,6 +116,7 @@ void connection::connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::end
   std::error_code ignored;
   sock_.close(ignored);
   auto ep = asio::generic::stream_protocol::endpoint((*eps)[i]);
+  if (open_cloexec(sock_, ep)) return connect_endpoint(eps, i + 1, gen);
   sock_.async_connect(ep, [this, self = shared_from_this(), eps, i, gen](std::error_code ec) {
     if (gen != gen_ || state_ != state::connecting) return;
     if (ec) return connect_endpoint(eps, i + 1, gen);

@@ -1,0 +1,605 @@
+// SPDX-License-Identifier: MIT
+// The `redlease` command-line tool, driven as a user would: the built binary, run as a child process
+// against a real redis-server, checked through its exit status, its output and the server's state.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lock_test_support.hpp"
+
+extern char** environ;
+
+namespace redlease::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+/// A redlease process; stdout and stderr go to files. Killed and reaped if still running at the end.
+class cli_proc {
+ public:
+  cli_proc(const std::vector<std::string>& args, const std::vector<std::string>& env_extra, std::string out_path,
+           std::string err_path)
+      : out_path_(std::move(out_path)), err_path_(std::move(err_path)) {
+    std::vector<std::string> argv_s{REDLEASE_CLI_PATH};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<std::string> env_s;
+    for (char** e = environ; *e; ++e) {
+      std::string_view v(*e);
+      if (v.starts_with("REDLEASE_")) continue;  // only what the test passes
+      env_s.emplace_back(v);
+    }
+    env_s.insert(env_s.end(), env_extra.begin(), env_extra.end());
+    std::vector<char*> argv, envp;
+    for (auto& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    for (auto& s : env_s) envp.push_back(s.data());
+    envp.push_back(nullptr);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // nothing of the test leaks into redlease
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE}) sigaddset(&defaults, s);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    int rc = posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+      pid_ = -1;
+      ADD_FAILURE() << "posix_spawn " << REDLEASE_CLI_PATH << ": " << std::strerror(rc);
+    }
+  }
+  ~cli_proc() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);  // redlease forwards it to its command
+    if (!wait_for(5000ms)) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      ::waitpid(pid_, &st, 0);
+    }
+  }
+  cli_proc(const cli_proc&) = delete;
+  cli_proc& operator=(const cli_proc&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+  bool running() const noexcept { return pid_ > 0; }
+
+  /// Waits up to `limit` for the exit; true if it exited (status() then holds the shell status).
+  bool wait_for(std::chrono::milliseconds limit) {
+    if (pid_ <= 0) return true;
+    auto end = steady::now() + limit;
+    for (;;) {
+      int st = 0;
+      pid_t r = ::waitpid(pid_, &st, WNOHANG);
+      if (r == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+        pid_ = -1;
+        return true;
+      }
+      if (r < 0 && errno != EINTR) {
+        pid_ = -1;
+        return true;
+      }
+      if (steady::now() >= end) return false;
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+  /// Waits for the exit (failing the test and killing it after `limit`) and returns its status.
+  int wait(std::chrono::milliseconds limit = 20000ms) {
+    if (!wait_for(limit)) {
+      ADD_FAILURE() << "redlease did not exit within " << limit.count() << " ms; stderr:\n" << err();
+      ::kill(pid_, SIGKILL);
+      wait_for(5000ms);
+      return -1;
+    }
+    return status_;
+  }
+  int status() const noexcept { return status_; }
+  std::string out() const { return read_file(out_path_); }
+  std::string err() const { return read_file(err_path_); }
+
+ private:
+  std::string out_path_, err_path_;
+  pid_t pid_ = -1;
+  int status_ = -1;
+};
+
+struct result {
+  int status;
+  std::string out, err;
+};
+
+/// The number in `"key":N` of a JSON line, or -1000 if absent.
+long long json_number(const std::string& text, const std::string& key) {
+  auto at = text.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1000;
+  at += key.size() + 3;
+  std::size_t end = at;
+  if (end < text.size() && text[end] == '-') ++end;
+  while (end < text.size() && text[end] >= '0' && text[end] <= '9') ++end;
+  if (end == at) return -1000;
+  return std::stoll(text.substr(at, end - at));
+}
+
+/// The line of `text` containing `needle` ("" if none).
+std::string line_with(const std::string& text, const std::string& needle) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(needle) != std::string::npos) return line;
+  return {};
+}
+
+class cli_test : public lock_fixture {
+ protected:
+  void SetUp() override {
+    lock_fixture::SetUp();
+    if (IsSkipped()) return;
+    char tmpl[] = "/tmp/redlease-cli-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    procs_.clear();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+    lock_fixture::TearDown();
+  }
+
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  std::string url() { return server().url(); }
+
+  cli_proc& start(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    int n = ++count_;
+    procs_.push_back(std::make_unique<cli_proc>(args, env, path("out." + std::to_string(n)),
+                                                path("err." + std::to_string(n))));
+    return *procs_.back();
+  }
+  result run(const std::vector<std::string>& args, const std::vector<std::string>& env = {}) {
+    auto& p = start(args, env);
+    int st = p.wait();
+    return {st, p.out(), p.err()};
+  }
+  bool exists(const std::string& key) { return raw()({"EXISTS", key}).integer == 1; }
+  bool file_exists(const std::string& file) { return fs::exists(path(file)); }
+  long long subscribers(const std::string& channel) {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+
+  // Holds the lock, starts three redlease runs on it and waits until all three wait on its channel,
+  // then lets go: they all contend. Each command appends "start <ns>" and "end <ns>" around a short
+  // sleep; the intervals must never overlap.
+  void check_no_overlap(bool use_mutex) {
+    const int n = 3;
+    const std::string log = path("log");
+    client c{cfg()};
+    redlease::detail::lock_handle l = use_mutex ? redlease::detail::lock_handle(c.mutex("shared"))
+                                                : redlease::detail::lock_handle(c.lock("shared"));
+    l.lock();
+    std::string body = "echo \"start $(date +%s%N)\" >> '" + log + "'; sleep 0.2; echo \"end $(date +%s%N)\" >> '" +
+                       log + "'";
+    std::vector<cli_proc*> ps;
+    for (int i = 0; i < n; ++i) {
+      std::vector<std::string> args{"run", "shared", "--redis", url(), "--json"};
+      if (use_mutex) args.push_back("--mutex");
+      args.insert(args.end(), {"--", "sh", "-c", body});
+      ps.push_back(&start(args));
+    }
+    std::string channel = use_mutex ? "redlease_mutex__channel:{shared}" : "redisson_lock__channel:{shared}";
+    EXPECT_TRUE(eventually([&] { return subscribers(channel) == n; }, 10000ms));
+    l.unlock();
+    for (auto* p : ps) {
+      EXPECT_EQ(p->wait(), 0) << p->err();
+      EXPECT_NE(p->err().find("\"event\":\"acquired\""), std::string::npos) << p->err();
+      EXPECT_NE(p->err().find("\"event\":\"released\""), std::string::npos) << p->err();
+    }
+    std::istringstream in(read_file(log));
+    std::vector<std::pair<std::string, long long>> events;
+    std::string word;
+    long long ns;
+    while (in >> word >> ns) events.emplace_back(word, ns);
+    ASSERT_EQ(events.size(), 2u * n) << read_file(log);
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      EXPECT_EQ(events[i].first, i % 2 == 0 ? "start" : "end") << "overlap at line " << i;
+      if (i > 0) {
+        EXPECT_GE(events[i].second, events[i - 1].second);
+      }
+    }
+  }
+
+  std::string dir_;
+  int count_ = 0;
+  std::vector<std::unique_ptr<cli_proc>> procs_;
+};
+
+// ---- exit statuses ----------------------------------------------------------------------------
+
+TEST_F(cli_test, exit_status_is_the_commands) {
+  auto r = run({"run", "x", "--redis", url(), "--", "sh", "-c", "exit 3"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_FALSE(exists("x"));
+  r = run({"run", "x", "--redis", url(), "--", "true"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err, "");  // quiet by default when all goes well
+  r = run({"run", "x", "--redis", url(), "--", "sh", "-c", "kill -9 $$"});
+  EXPECT_EQ(r.status, 137) << r.err;
+  EXPECT_FALSE(exists("x"));
+  r = run({"run", "x", "--redis", url(), "--mutex", "--", "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(r.status, 143) << r.err;
+  EXPECT_FALSE(exists("x"));
+}
+
+TEST_F(cli_test, exit_status_for_a_command_not_found_or_not_executable) {
+  auto r = run({"run", "x", "--redis", url(), "--", "redlease-no-such-command-xyz"});
+  EXPECT_EQ(r.status, 127) << r.err;
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("x"));  // released
+  r = run({"run", "x", "--redis", url(), "--", path("no/such/file")});
+  EXPECT_EQ(r.status, 127) << r.err;
+
+  write_file(path("script.sh"), "#!/bin/sh\nexit 0\n");
+  ASSERT_EQ(::chmod(path("script.sh").c_str(), 0644), 0);
+  r = run({"run", "x", "--redis", url(), "--", path("script.sh")});
+  EXPECT_EQ(r.status, 126) << r.err;
+  EXPECT_FALSE(exists("x"));
+  r = run({"run", "x", "--redis", url(), "--", dir_});  // a directory
+  EXPECT_EQ(r.status, 126) << r.err;
+}
+
+TEST_F(cli_test, exit_status_64_for_usage_errors) {
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--wait", "5x", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--kill-after", "-1s", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"run", "x", "--redis", url()}).status, 64);        // no command
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--"}).status, 64);  // no command
+  EXPECT_EQ(run({"run", "--redis", url()}).status, 64);             // no name
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--lease", "0", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--lease", "1s", "--watchdog-timeout", "1s", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"run", "x", "--redis", "http://nope", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"run", "x", "--redis", url(), "--quiet", "--verbose", "--", "true"}).status, 64);
+  EXPECT_EQ(run({"status", "--redis", url()}).status, 64);
+  EXPECT_EQ(run({"frobnicate"}).status, 64);
+  EXPECT_EQ(run({}).status, 64);
+  EXPECT_FALSE(exists("x"));
+}
+
+TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
+  // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  std::string dead = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  auto t0 = steady::now();
+  auto r = run({"run", "x", "--redis", dead, "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_EQ(run({"status", "x", "--redis", dead}).status, 69);
+  EXPECT_EQ(run({"unlock", "--force", "x", "--redis", dead}).status, 69);
+  EXPECT_LT(ms_since(t0), 15000);
+  // The default URL comes from REDLEASE_URL.
+  EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + dead}).status, 69);
+  EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + url()}).status, 0);
+  ::close(fd);
+}
+
+// ---- mutual exclusion -------------------------------------------------------------------------
+
+TEST_F(cli_test, two_runs_never_overlap_reentrant) {
+  check_no_overlap(false);
+  EXPECT_FALSE(exists("shared"));
+}
+
+TEST_F(cli_test, two_runs_never_overlap_mutex) {
+  check_no_overlap(true);
+  EXPECT_FALSE(exists("shared"));
+}
+
+// ---- waiting ----------------------------------------------------------------------------------
+
+TEST_F(cli_test, wait_zero_on_a_held_lock_exits_75_at_once) {
+  client c{cfg()};
+  auto l = c.lock("held");
+  l.lock();
+  auto t0 = steady::now();
+  auto r = run({"run", "held", "--redis", url(), "--wait", "0", "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_NE(r.err.find("is held by another owner"), std::string::npos) << r.err;
+
+  t0 = steady::now();
+  r = run({"run", "held", "--redis", url(), "--wait", "300ms", "--json", "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_NE(r.err.find("{\"event\":\"not_acquired\",\"lock\":\"held\""), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+
+  r = run({"run", "held", "--redis", url(), "--mutex", "--wait", "0", "--", "true"});  // a hash, not a mutex
+  EXPECT_EQ(r.status, 65) << r.err;
+  l.unlock();
+}
+
+TEST_F(cli_test, signal_while_waiting_exits_without_running_the_command) {
+  client c{cfg()};
+  auto l = c.lock("held");
+  l.lock();
+  auto& p = start({"run", "held", "--redis", url(), "--", "touch", path("ran")});
+  ASSERT_TRUE(eventually([&] { return subscribers("redisson_lock__channel:{held}") == 1; }, 10000ms)) << p.err();
+  ::kill(p.pid(), SIGTERM);
+  EXPECT_EQ(p.wait(), 128 + SIGTERM) << p.err();
+  l.unlock();
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_FALSE(exists("held"));
+}
+
+// ---- a lost lock --------------------------------------------------------------------------------
+
+TEST_F(cli_test, lost_lock_terminates_the_command_and_exits_76) {
+  // The command traps TERM, notes it and exits 0: redlease still reports the loss with 76.
+  std::string body = "trap 'echo term > " + path("term") + "; kill $p; exit 0' TERM; echo > " + path("ready") +
+                     "; sleep 30 & p=$!; wait $p";
+  auto& p = start({"run", "lost", "--redis", url(), "--watchdog-timeout", "600ms", "--json", "--", "sh", "-c", body});
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  ASSERT_TRUE(exists("lost"));
+  ASSERT_EQ(raw()({"DEL", "lost"}).integer, 1);
+  auto t0 = steady::now();
+  EXPECT_EQ(p.wait(), 76) << p.err();
+  EXPECT_LT(ms_since(t0), 5000);
+  EXPECT_EQ(read_file(path("term")), "term\n");
+  auto err = p.err();
+  EXPECT_NE(err.find("{\"event\":\"lost\",\"lock\":\"lost\",\"reason\":\"deleted\"}"), std::string::npos) << err;
+  EXPECT_NE(err.find("\"event\":\"terminating\""), std::string::npos) << err;
+  EXPECT_EQ(err.find("\"event\":\"killing\""), std::string::npos) << err;
+}
+
+TEST_F(cli_test, lost_lock_kills_a_command_that_ignores_sigterm) {
+  std::string body = "trap '' TERM; echo > " + path("ready") + "; exec sleep 30";
+  auto& p = start({"run", "lost", "--redis", url(), "--watchdog-timeout", "600ms", "--kill-after", "300ms", "--", "sh",
+                   "-c", body});
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  ASSERT_EQ(raw()({"DEL", "lost"}).integer, 1);
+  auto t0 = steady::now();
+  EXPECT_EQ(p.wait(), 76) << p.err();
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_LT(ms_since(t0), 5000);
+  auto err = p.err();  // the human messages
+  EXPECT_NE(err.find("lost"), std::string::npos) << err;
+  EXPECT_NE(err.find("SIGTERM"), std::string::npos) << err;
+  EXPECT_NE(err.find("SIGKILL"), std::string::npos) << err;
+}
+
+TEST_F(cli_test, lost_lock_is_silent_with_quiet) {
+  std::string body = "echo > " + path("ready") + "; exec sleep 30";
+  auto& p = start({"run", "lost", "--redis", url(), "--watchdog-timeout", "600ms", "--quiet", "--mutex", "--", "sh",
+                   "-c", body});
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  ASSERT_EQ(raw()({"SET", "lost", "someone-else"}).str, "OK");  // taken by another owner
+  EXPECT_EQ(p.wait(), 76);
+  EXPECT_EQ(p.err(), "");
+  EXPECT_EQ(raw()({"GET", "lost"}).str, "someone-else");  // not released: not ours
+}
+
+TEST_F(cli_test, fixed_lease_running_out_is_a_lost_lock) {
+  std::string body = "echo > " + path("ready") + "; exec sleep 30";
+  auto& p = start({"run", "lease", "--redis", url(), "--lease", "1500ms", "--json", "--", "sh", "-c", body});
+  EXPECT_EQ(p.wait(), 76) << p.err();
+  EXPECT_TRUE(file_exists("ready"));
+  EXPECT_NE(p.err().find("\"reason\":\"expired\""), std::string::npos) << p.err();
+}
+
+// ---- signals and environment -------------------------------------------------------------------
+
+TEST_F(cli_test, signals_are_forwarded_and_the_lock_released) {
+  for (auto [sig, name] : {std::pair{SIGTERM, "TERM"}, std::pair{SIGINT, "INT"}, std::pair{SIGHUP, "HUP"}}) {
+    SCOPED_TRACE(name);
+    std::string ready = path(std::string("ready") + name), got = path(std::string("got") + name);
+    std::string body = "trap 'echo $REDLEASE_LOCK_NAME > " + got + "; kill $p; exit 42' " + std::string(name) +
+                       "; echo > " + ready + "; sleep 30 & p=$!; wait $p";
+    auto& p = start({"run", "sig", "--redis", url(), "--", "sh", "-c", body});
+    ASSERT_TRUE(eventually([&] { return fs::exists(ready); }, 10000ms)) << p.err();
+    ASSERT_TRUE(exists("sig"));
+    ::kill(p.pid(), sig);
+    EXPECT_EQ(p.wait(), 42) << p.err();
+    EXPECT_EQ(read_file(got), "sig\n");
+    EXPECT_FALSE(exists("sig"));
+  }
+}
+
+TEST_F(cli_test, command_sees_the_lock_name_and_no_redlease_descriptors) {
+  std::string name = "env:lock name";
+  auto r = run({"run", name, "--redis", url(), "--", "sh", "-c",
+                "printf %s \"$REDLEASE_LOCK_NAME\" > " + path("name") + "; ls /proc/$$/fd"},
+               {"REDLEASE_LOCK_NAME=outer"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_file(path("name")), name);
+  // Only stdin, stdout and stderr: the client's sockets and redlease's own descriptors stay behind.
+  EXPECT_EQ(r.out, "0\n1\n2\n");  // (no redirection of ls: dash would keep a saved copy of fd 1)
+  EXPECT_FALSE(exists(name));
+}
+
+// ---- status -----------------------------------------------------------------------------------
+
+TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
+  client c{cfg()};
+  auto r1 = c.lock("r");
+  r1.lock();
+  r1.lock();  // held twice
+  auto m = c.mutex("m");
+  m.lock();
+  std::string odd = std::string("bin\x01\"q") + "\xff";
+  auto b = c.lock(odd);
+  b.lock();
+  raw()({"RPUSH", "list", "x"});
+  // A waiter on "r", so that the waiter count is 1.
+  auto& waiter = start({"run", "r", "--redis", url(), "--wait", "20s", "--", "true"});
+  ASSERT_TRUE(eventually([&] { return subscribers("redisson_lock__channel:{r}") == 1; }, 10000ms)) << waiter.err();
+
+  auto res = run({"status", "r", "m", "free", odd, "list", "--json", "--redis", url()});
+  ASSERT_EQ(res.status, 0) << res.err;
+  std::vector<std::string> lines;
+  std::istringstream in(res.out);
+  for (std::string l; std::getline(in, l);) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 5u) << res.out;
+
+  const std::string owner = c.id() + ":" + std::to_string(this_thread_owner());
+  auto& r = lines[0];
+  EXPECT_EQ(r.rfind("{\"lock\":\"r\",\"state\":\"held\",\"kind\":\"reentrant\",", 0), 0u) << r;
+  EXPECT_NE(r.find("\"holders\":[{\"owner\":\"" + owner + "\",\"count\":2}]"), std::string::npos) << r;
+  EXPECT_GT(json_number(r, "ttl_ms"), 0);
+  EXPECT_LE(json_number(r, "ttl_ms"), 30000);
+  EXPECT_EQ(json_number(r, "waiters"), 1) << r;
+  EXPECT_NE(r.find("{\"channel\":\"redisson_lock__channel:{r}\",\"subscribers\":1}"), std::string::npos) << r;
+
+  auto& mu = lines[1];
+  EXPECT_EQ(mu.rfind("{\"lock\":\"m\",\"state\":\"held\",\"kind\":\"mutex\",", 0), 0u) << mu;
+  EXPECT_NE(mu.find("\"token\":\"" + raw()({"GET", "m"}).str + "\""), std::string::npos) << mu;
+  EXPECT_GT(json_number(mu, "ttl_ms"), 0);
+  EXPECT_EQ(json_number(mu, "waiters"), 0);
+  EXPECT_NE(mu.find("redlease_mutex__channel:{m}"), std::string::npos) << mu;
+
+  auto& f = lines[2];
+  EXPECT_EQ(f.rfind("{\"lock\":\"free\",\"state\":\"free\",\"kind\":\"none\",\"ttl_ms\":-2,", 0), 0u) << f;
+  EXPECT_NE(f.find("redisson_lock__channel:{free}"), std::string::npos) << f;
+  EXPECT_NE(f.find("redlease_mutex__channel:{free}"), std::string::npos) << f;
+
+  // Control characters, quotes and invalid UTF-8 are escaped: the line stays valid JSON.
+  EXPECT_EQ(lines[3].rfind("{\"lock\":\"bin\\u0001\\\"q\\u00ff\",\"state\":\"held\",\"kind\":\"reentrant\"", 0), 0u)
+      << lines[3];
+  EXPECT_EQ(lines[4].rfind("{\"lock\":\"list\",\"state\":\"other\",\"kind\":\"list\",\"ttl_ms\":-1", 0), 0u)
+      << lines[4];
+
+  // The table.
+  res = run({"status", "r", "m", "free", "--redis", url()});
+  ASSERT_EQ(res.status, 0) << res.err;
+  auto row = line_with(res.out, "reentrant");
+  EXPECT_EQ(row.rfind("r ", 0), 0u) << res.out;
+  EXPECT_NE(row.find("held"), std::string::npos) << res.out;
+  EXPECT_NE(row.find(owner + " x2"), std::string::npos) << res.out;
+  EXPECT_NE(line_with(res.out, "mutex").find("token " + raw()({"GET", "m"}).str), std::string::npos) << res.out;
+  EXPECT_NE(line_with(res.out, "free ").find("none"), std::string::npos) << res.out;
+  EXPECT_NE(res.out.find("WAITERS"), std::string::npos) << res.out;
+
+  r1.unlock();
+  r1.unlock();
+  EXPECT_EQ(waiter.wait(), 0) << waiter.err();
+  m.unlock();
+  b.unlock();
+}
+
+// ---- unlock ------------------------------------------------------------------------------------
+
+TEST_F(cli_test, force_unlock_wakes_a_waiting_run) {
+  std::string body_a = "trap 'kill $p; exit 0' TERM; echo > " + path("a") + "; sleep 30 & p=$!; wait $p";
+  auto& a = start({"run", "job", "--redis", url(), "--watchdog-timeout", "900ms", "--", "sh", "-c", body_a});
+  ASSERT_TRUE(eventually([&] { return file_exists("a"); }, 10000ms)) << a.err();
+  auto& b = start({"run", "job", "--redis", url(), "--wait", "10s", "--", "touch", path("b")});
+  ASSERT_TRUE(eventually([&] { return subscribers("redisson_lock__channel:{job}") == 1; }, 10000ms)) << b.err();
+  EXPECT_FALSE(file_exists("b"));
+
+  auto t0 = steady::now();
+  auto r = run({"unlock", "--force", "job", "--redis", url()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("unlocked"), std::string::npos) << r.out;
+  EXPECT_EQ(b.wait(), 0) << b.err();
+  EXPECT_LT(ms_since(t0), 5000);  // woken by the unlock message, well before A's lease ends
+  EXPECT_TRUE(file_exists("b"));
+  EXPECT_EQ(a.wait(), 76) << a.err();  // A finds its lock gone
+}
+
+TEST_F(cli_test, unlock_by_type_and_its_errors) {
+  client c{cfg()};
+  auto m = c.mutex("m");
+  m.lock();
+  auto r = run({"unlock", "--force", "m", "--redis", url()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("mutex"), std::string::npos) << r.out;
+  EXPECT_FALSE(exists("m"));
+
+  r = run({"unlock", "--force", "nothing", "--redis", url()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("not locked"), std::string::npos) << r.out;
+
+  raw()({"RPUSH", "list", "x"});
+  r = run({"unlock", "--force", "list", "--redis", url()});
+  EXPECT_EQ(r.status, 65) << r.err;
+  EXPECT_NE(r.err.find("not a lock"), std::string::npos) << r.err;
+  EXPECT_TRUE(exists("list"));
+
+  auto l = c.lock("r");
+  l.lock();
+  r = run({"unlock", "r", "--redis", url()});  // without --force
+  EXPECT_EQ(r.status, 64);
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  EXPECT_TRUE(exists("r"));
+  l.unlock();
+}
+
+// ---- authentication ---------------------------------------------------------------------------
+
+class cli_auth_test : public cli_test {
+ protected:
+  server_options options() const override {
+    server_options o;
+    o.password = "s3cret";
+    return o;
+  }
+};
+
+TEST_F(cli_auth_test, password_from_the_environment) {
+  std::string bare = "redis://127.0.0.1:" + std::to_string(server().port());
+  auto r = run({"run", "p", "--redis", bare, "--", "true"}, {"REDLEASE_PASSWORD=s3cret"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run({"status", "p", "--redis", bare}, {"REDLEASE_PASSWORD=s3cret"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(run({"run", "p", "--redis", bare, "--", "true"}).status, 69);  // no password
+  EXPECT_EQ(run({"run", "p", "--redis", bare, "--", "true"}, {"REDLEASE_PASSWORD=wrong"}).status, 69);
+  EXPECT_EQ(run({"run", "p", "--redis", "redis://:wrong@127.0.0.1:" + std::to_string(server().port()), "--", "true"})
+                .status,
+            69);
+  EXPECT_EQ(run({"run", "p", "--redis", url(), "--", "true"}).status, 0);  // the password in the URL
+}
+
+}  // namespace
+}  // namespace redlease::test

@@ -1,0 +1,524 @@
+// SPDX-License-Identifier: MIT
+// `redlease run NAME [options] -- COMMAND [ARGS...]`: take the lock, run COMMAND while holding it,
+// release it when COMMAND exits; stop COMMAND (SIGTERM, then SIGKILL) if the lock is lost.
+//
+// Threads and signals: the forwarded signals and SIGCHLD are blocked before the client (and its I/O
+// thread) exists, so they are only ever read from a signalfd by the main thread. The client's
+// callbacks (acquisition done, lock lost) run on its I/O thread and only store a value and write to
+// an eventfd; the main thread poll()s both. The lock is acquired (asynchronously, with the main
+// thread's owner id, so a signal can interrupt the wait) and released by the main thread.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.hpp"
+#include "redlease/redlease.hpp"
+
+extern char** environ;
+
+namespace redlease::cli {
+namespace {
+
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// The signals redlease forwards to the child (and that end a wait for the lock).
+constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+struct run_options {
+  std::string url = default_url();
+  std::string name;
+  std::vector<std::string> command;
+  std::string wait, lease, watchdog = "30s", kill_after = "10s";
+  bool mutex = false, quiet = false, verbose = false, json = false;
+};
+
+// ---- output ----------------------------------------------------------------------------------
+
+// A name for messages: printable ASCII as is, anything else as \xNN.
+std::string printable(std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string signal_name(int sig) {
+  if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
+  return "SIG" + std::to_string(sig);
+}
+
+const char* reason_name(lost_reason r) {
+  switch (r) {
+    case lost_reason::expired: return "expired";
+    case lost_reason::deleted: return "deleted";
+    case lost_reason::taken: return "taken";
+  }
+  return "unknown";
+}
+
+// One event: a JSON line with --json, else (depending on its level) a human line.
+class reporter {
+ public:
+  enum level { verbose_only, notice, error };
+
+  reporter(const run_options& o, std::string lock) : o_(o), lock_(std::move(lock)) {}
+
+  class event {
+   public:
+    event(const reporter& r, level lv, const char* name) : r_(r), lv_(lv) {
+      line_ = "{\"event\":\"";
+      line_ += name;
+      line_ += "\",\"lock\":\"";
+      json_escape_to(line_, r.lock_);
+      line_ += '"';
+    }
+    event& str(const char* key, std::string_view v) {
+      key_(key);
+      line_ += '"';
+      json_escape_to(line_, v);
+      line_ += '"';
+      return *this;
+    }
+    event& num(const char* key, long long v) {
+      key_(key);
+      line_ += std::to_string(v);
+      return *this;
+    }
+    /// Emits the event; `text` is the human message (without the "redlease: " prefix).
+    void say(const std::string& text) {
+      if (r_.o_.json) {
+        line_ += "}\n";
+        write_all(line_);
+      } else if (lv_ == error || (!r_.o_.quiet && (lv_ == notice || r_.o_.verbose))) {
+        write_all("redlease: " + text + "\n");
+      }
+    }
+
+   private:
+    void key_(const char* key) {
+      line_ += ",\"";
+      line_ += key;
+      line_ += "\":";
+    }
+    static void write_all(const std::string& s) {
+      // One write per line, so lines from concurrent writers do not interleave.
+      const char* p = s.data();
+      std::size_t left = s.size();
+      while (left > 0) {
+        ssize_t n = ::write(STDERR_FILENO, p, left);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;
+        p += n;
+        left -= static_cast<std::size_t>(n);
+      }
+    }
+    const reporter& r_;
+    level lv_;
+    std::string line_;
+  };
+
+  event operator()(level lv, const char* name) const { return event(*this, lv, name); }
+  /// The lock name as shown in human messages.
+  std::string quoted() const { return "\"" + printable(lock_) + "\""; }
+
+ private:
+  const run_options& o_;
+  std::string lock_;
+};
+
+int exit_code_for(const std::error_code& c) {
+  if (c == errc::wrong_type) return exit_code::data_error;  // the key is not a lock of this kind
+  if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
+  if (c == errc::connect_failed || c == errc::connect_timeout || c == errc::auth_failed ||
+      c == errc::select_failed || c == errc::request_timeout || c == errc::connection_lost)
+    return exit_code::unavailable;
+  return exit_code::software;
+}
+
+// ---- plumbing --------------------------------------------------------------------------------
+
+class unique_fd {
+ public:
+  explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
+  ~unique_fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+  int get() const noexcept { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// What the client's I/O thread tells the main thread. Shared so that it outlives any late callback.
+struct shared_state {
+  enum { pending, acquired, not_acquired, failed };
+  unique_fd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
+  std::atomic<int> acquire{pending};
+  std::error_code acquire_error;  // written before `acquire` is released
+  std::atomic<int> lost{-1};      // a lost_reason once the lock is lost
+
+  void notify() noexcept {
+    std::uint64_t one = 1;
+    ssize_t n = ::write(wake.get(), &one, sizeof one);
+    (void)n;  // EAGAIN only if the counter is saturated: the main thread is awake anyway
+  }
+};
+
+void drain(int fd) {
+  std::uint64_t v;
+  while (::read(fd, &v, sizeof v) > 0) {
+  }
+}
+
+// The signals read from the signalfd since the last call.
+std::vector<signalfd_siginfo> read_signals(int fd) {
+  std::vector<signalfd_siginfo> out;
+  signalfd_siginfo si;
+  while (::read(fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) out.push_back(si);
+  return out;
+}
+
+std::set<int> open_fds() {
+  std::set<int> fds;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    int self = ::dirfd(d);
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      int fd = std::atoi(e->d_name);
+      if (fd != self) fds.insert(fd);
+    }
+    ::closedir(d);
+  }
+  return fds;
+}
+
+// Status as a shell reports it.
+int shell_status(int wstatus) {
+  if (WIFEXITED(wstatus)) return WEXITSTATUS(wstatus);
+  if (WIFSIGNALED(wstatus)) return 128 + WTERMSIG(wstatus);
+  return exit_code::software;
+}
+
+long long ms_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration_cast<milliseconds>(b - a).count();
+}
+
+std::string format_ms(milliseconds d) {
+  auto v = d.count();
+  if (v % 3'600'000 == 0 && v > 0) return std::to_string(v / 3'600'000) + "h";
+  if (v % 60'000 == 0 && v > 0) return std::to_string(v / 60'000) + "m";
+  if (v % 1000 == 0 && v > 0) return std::to_string(v / 1000) + "s";
+  return std::to_string(v) + "ms";
+}
+
+// ---- the run ---------------------------------------------------------------------------------
+
+int run(const run_options& o) {
+  const reporter rep(o, o.name);
+  auto fail = [&](int status, const std::string& message) {
+    rep(reporter::error, "error").str("message", message).num("status", status).say(message);
+    return status;
+  };
+
+  std::optional<milliseconds> wait, lease;
+  if (!o.wait.empty()) wait = parse_duration(o.wait);
+  if (!o.lease.empty()) {
+    lease = parse_duration(o.lease);
+    if (!lease || lease->count() <= 0) return fail(exit_code::usage, "--lease must be greater than zero");
+  }
+  auto watchdog = parse_duration(o.watchdog);
+  if (!watchdog || watchdog->count() <= 0)
+    return fail(exit_code::usage, "--watchdog-timeout must be greater than zero");
+  auto kill_after = parse_duration(o.kill_after).value_or(milliseconds(10'000));
+  if (o.command.empty()) return fail(exit_code::usage, "no command given");
+
+  // Signals: block the forwarded ones (unless ignored, e.g. SIGHUP under nohup) and SIGCHLD before
+  // any thread exists; they are read from a signalfd. SIGCHLD must not be ignored (auto-reaping).
+  std::signal(SIGCHLD, SIG_DFL);
+  sigset_t handled, previous, defaults;
+  sigemptyset(&handled);
+  sigemptyset(&defaults);
+  sigaddset(&handled, SIGCHLD);
+  sigaddset(&defaults, SIGCHLD);
+  for (int sig : forwarded_signals) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+    sigaddset(&handled, sig);
+    sigaddset(&defaults, sig);
+  }
+  ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
+  unique_fd sigfd{::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK)};
+  auto state = std::make_shared<shared_state>();
+  if (sigfd.get() < 0 || state->wake.get() < 0)
+    return fail(exit_code::software, std::string("cannot set up signal handling: ") + std::strerror(errno));
+  const std::set<int> inherited = open_fds();
+
+  try {
+    auto cfg = make_config(o.url);
+    cfg.watchdog_timeout = *watchdog;
+    client c{cfg};
+    c.ping();
+
+    detail::lock_handle lock = o.mutex ? detail::lock_handle(c.mutex(o.name)) : detail::lock_handle(c.lock(o.name));
+    lock.on_lost([state](const lost_info& info) {
+      state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
+      state->notify();
+    });
+
+    // ---- acquire: asynchronously, owned by this thread, so that signals can end the wait.
+    const owner_id owner = this_thread_owner();
+    auto done = [state](std::error_code ec, bool got) {
+      state->acquire_error = ec;
+      state->acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
+                           std::memory_order_release);
+      state->notify();
+    };
+    auto done_void = [done](std::error_code ec) { done(ec, !ec); };
+    const auto t0 = steady::now();
+    if (!wait) {
+      if (lease) lock.async_lock(owner, *lease, done_void);
+      else lock.async_lock(owner, done_void);
+    } else {
+      if (lease) lock.async_try_lock(owner, *wait, *lease, done);
+      else lock.async_try_lock(owner, *wait, done);
+    }
+
+    pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
+    while (state->acquire.load(std::memory_order_acquire) == shared_state::pending) {
+      if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+      drain(state->wake.get());
+      for (const auto& si : read_signals(sigfd.get())) {
+        int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGCHLD) continue;
+        if (state->acquire.load(std::memory_order_acquire) == shared_state::acquired) {
+          std::error_code ec;
+          lock.unlock(ec);
+        }
+        rep(reporter::notice, "interrupted")
+            .str("signal", signal_name(sig))
+            .num("wait_ms", ms_between(t0, steady::now()))
+            .say(signal_name(sig) + " while waiting for lock " + rep.quoted() + "; not running the command");
+        return 128 + sig;
+      }
+    }
+    const auto waited = ms_between(t0, steady::now());
+    switch (state->acquire.load(std::memory_order_acquire)) {
+      case shared_state::not_acquired:
+        rep(reporter::notice, "not_acquired")
+            .num("wait_ms", waited)
+            .say("lock " + rep.quoted() + (wait->count() == 0 ? std::string(" is held by another owner")
+                                                             : " not acquired within " + format_ms(*wait)));
+        return exit_code::not_acquired;
+      case shared_state::failed:
+        throw error(state->acquire_error, "lock " + rep.quoted());
+      default:
+        break;
+    }
+    rep(reporter::verbose_only, "acquired")
+        .str("kind", o.mutex ? "mutex" : "reentrant")
+        .num("wait_ms", waited)
+        .say("acquired lock " + rep.quoted() + " after " + std::to_string(waited) + " ms");
+
+    // Releases the lock; true if it was still ours.
+    bool lost_reported = false;
+    auto report_lost = [&](const char* reason) {
+      if (lost_reported) return;
+      lost_reported = true;
+      rep(reporter::notice, "lost").str("reason", reason).say("lock " + rep.quoted() + " lost (" + reason + ")");
+    };
+    auto release = [&]() {
+      std::error_code ec;
+      lock.unlock(ec);
+      if (!ec) {
+        rep(reporter::verbose_only, "released").say("released lock " + rep.quoted());
+      } else if (ec == errc::lock_lost) {
+        int why = state->lost.load(std::memory_order_acquire);
+        report_lost(why >= 0 ? reason_name(static_cast<lost_reason>(why)) : "deleted");
+        return false;
+      } else {
+        rep(reporter::notice, "release_failed")
+            .str("message", ec.message())
+            .say("could not release lock " + rep.quoted() + ": " + ec.message() + " (it expires with its lease)");
+      }
+      return true;
+    };
+
+    if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
+      // Lost before the command even started (a very short --lease): do not run it.
+      report_lost(reason_name(static_cast<lost_reason>(why)));
+      release();
+      return exit_code::lock_lost;
+    }
+
+    // ---- spawn the command. The client's sockets are not close-on-exec: mark every descriptor
+    // opened since we started (keeping those we inherited, which the user may mean for the child).
+    for (int fd : open_fds())
+      if (!inherited.count(fd)) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; e && *e; ++e)
+      if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0) env_strings.emplace_back(*e);
+    env_strings.push_back("REDLEASE_LOCK_NAME=" + o.name);
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = o.command;
+    for (auto& s : args) argv.push_back(s.data());
+    argv.push_back(nullptr);
+
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setsigmask(&attr, &previous);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    pid_t pid = -1;
+    int rc = ::posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
+    posix_spawnattr_destroy(&attr);
+    if (rc != 0) {
+      int status = rc == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
+      std::string msg = printable(o.command.front()) + ": " +
+                        (rc == ENOENT ? std::string("command not found") : std::string(std::strerror(rc)));
+      rep(reporter::error, "exec_failed").str("message", msg).num("status", status).say(msg);
+      release();
+      return status;
+    }
+    rep(reporter::verbose_only, "started")
+        .num("pid", pid)
+        .str("command", o.command.front())
+        .say("started " + printable(o.command.front()) + " (pid " + std::to_string(pid) + ")");
+
+    // ---- supervise
+    int wstatus = 0;
+    bool lost = false, killed = false;
+    std::optional<steady::time_point> kill_at;
+    for (;;) {
+      pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
+      if (r == pid) break;
+      if (r < 0 && errno != EINTR) {
+        wstatus = 0;
+        break;  // cannot happen (ECHILD only if someone else reaped it)
+      }
+      if (!lost) {
+        if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
+          lost = true;
+          report_lost(reason_name(static_cast<lost_reason>(why)));
+          ::kill(pid, SIGTERM);
+          rep(reporter::notice, "terminating")
+              .num("pid", pid)
+              .str("signal", "SIGTERM")
+              .say("sending SIGTERM to pid " + std::to_string(pid) + "; SIGKILL in " + format_ms(kill_after));
+          kill_at = steady::now() + kill_after;
+        }
+      }
+      if (kill_at && !killed && steady::now() >= *kill_at) {
+        killed = true;
+        ::kill(pid, SIGKILL);
+        rep(reporter::notice, "killing")
+            .num("pid", pid)
+            .str("signal", "SIGKILL")
+            .say("pid " + std::to_string(pid) + " still running after " + format_ms(kill_after) + "; sending SIGKILL");
+      }
+      int timeout = -1;
+      if (kill_at && !killed) {
+        auto left = std::chrono::ceil<milliseconds>(*kill_at - steady::now()).count();
+        timeout = static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
+      }
+      if (::poll(fds, 2, timeout) < 0 && errno != EINTR)
+        throw std::system_error(errno, std::generic_category(), "poll");
+      drain(state->wake.get());
+      for (const auto& si : read_signals(sigfd.get())) {
+        int sig = static_cast<int>(si.ssi_signo);
+        if (sig == SIGCHLD) continue;
+        // A signal the terminal sent (Ctrl-C, Ctrl-\) went to the child too: it shares our process
+        // group. Forward only those sent to redlease itself.
+        if (si.ssi_code == SI_KERNEL) continue;
+        ::kill(pid, sig);
+        rep(reporter::verbose_only, "signal")
+            .num("pid", pid)
+            .str("signal", signal_name(sig))
+            .say("forwarded " + signal_name(sig) + " to pid " + std::to_string(pid));
+      }
+    }
+    int status = shell_status(wstatus);
+    auto ev = rep(reporter::verbose_only, "exited");
+    ev.num("pid", pid).num("status", status);
+    if (WIFSIGNALED(wstatus)) ev.str("signal", signal_name(WTERMSIG(wstatus)));
+    ev.say("pid " + std::to_string(pid) + " exited with status " + std::to_string(status));
+
+    bool still_ours = release();
+    if (lost || !still_ours) return exit_code::lock_lost;
+    return status;
+  } catch (const error& e) {
+    return fail(exit_code_for(e.code()), e.what());
+  } catch (const std::exception& e) {
+    return fail(exit_code::software, e.what());
+  }
+}
+
+}  // namespace
+
+void setup_run(CLI::App& app, action_t& action) {
+  auto o = std::make_shared<run_options>();
+  auto* cmd =
+      app.add_subcommand("run", "Take a lock, run a command while holding it, release it when the command exits");
+  cmd->footer(
+      "Form: redlease run NAME [OPTIONS] -- COMMAND [ARGS...]   (put -- before the command)\n"
+      "The command gets REDLEASE_LOCK_NAME in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+      "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
+      "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
+      "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
+      "76 lock lost; 64 usage; 69 Redis unreachable or authentication failed; 126/127 command not\n"
+      "executable/not found.");
+  cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
+  cmd->add_option("command", o->command, "The command to run, after --")->required();
+  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
+      ->check(duration_validator());
+  auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")
+                    ->check(duration_validator());
+  auto* wd = cmd->add_option("--watchdog-timeout", o->watchdog,
+                             "Lease renewed every third of it while the command runs (default 30s)")
+                 ->check(duration_validator());
+  lease->excludes(wd);
+  cmd->add_option("--kill-after", o->kill_after,
+                  "After a lost lock, time between SIGTERM and SIGKILL (default 10s)")
+      ->check(duration_validator());
+  cmd->add_flag("--mutex", o->mutex, "Use the non-reentrant SET NX mutex instead of Redisson's hash lock");
+  auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
+  auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
+  quiet->excludes(verbose);
+  cmd->add_flag("--json", o->json, "Report events on stderr as JSON objects, one per line");
+  cmd->callback([&action, o] { action = [o] { return run(*o); }; });
+}
+
+}  // namespace redlease::cli

@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: MIT
+// `redlease status NAME... [--json]`: what each lock looks like on the server: free or held, its
+// kind, holders and hold counts, remaining TTL, and how many clients wait on its unlock channel.
+#include <algorithm>
+#include <charconv>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.hpp"
+#include "redlease/redlease.hpp"
+
+namespace redlease::cli {
+namespace {
+
+struct status_options {
+  std::string url = default_url();
+  std::vector<std::string> names;
+  bool json = false;
+};
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  json_escape_to(out, s);
+  out += '"';
+  return out;
+}
+
+// Printable ASCII as is, anything else as \xNN (for the table).
+std::string printable(std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c > 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// The unlock channel, as the library names it: `prefix:{name}`, or `prefix:name` when the name
+// already contains a `{` (so the channel shares the key's cluster slot).
+std::string channel_of(std::string_view prefix, std::string_view name) {
+  std::string out(prefix);
+  if (name.find('{') != std::string_view::npos) {
+    out += ':';
+    out += name;
+  } else {
+    out += ":{";
+    out += name;
+    out += '}';
+  }
+  return out;
+}
+
+struct holder {
+  std::string owner;  // Redisson field "<client uuid>:<thread id>", or the mutex token
+  std::string count;  // hold count as stored
+};
+
+struct channel_count {
+  std::string channel;
+  long long subscribers = 0;
+};
+
+struct lock_status {
+  std::string name;
+  std::string state;  // free | held | other
+  std::string kind;   // none | reentrant | mutex | the Redis type of another key
+  long long ttl_ms = -2;
+  std::vector<holder> holders;
+  std::vector<channel_count> channels;
+  long long waiters() const {
+    long long n = 0;
+    for (auto& c : channels) n += c.subscribers;
+    return n;
+  }
+};
+
+lock_status inspect(client& c, const std::string& name) {
+  lock_status s;
+  s.name = name;
+  std::string type = c.command({"TYPE", name}).str;
+  if (type == "hash") {
+    auto all = c.command({"HGETALL", name});
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
+      s.holders.push_back({all.elements[i].str, all.elements[i + 1].str});
+    if (!s.holders.empty()) s.kind = "reentrant";
+  } else if (type == "string") {
+    auto v = c.command({"GET", name});
+    if (!v.is_nil()) {
+      s.holders.push_back({v.str, "1"});
+      s.kind = "mutex";
+    }
+  } else if (type != "none") {
+    s.kind = type;
+    s.state = "other";
+  }
+  if (s.kind.empty()) {  // none, or released between our commands
+    s.kind = "none";
+    s.state = "free";
+  } else if (s.state.empty()) {
+    s.state = "held";
+  }
+  if (s.state != "free") {
+    auto t = c.command({"PTTL", name});
+    s.ttl_ms = t.is_integer() ? t.integer : -2;
+  }
+  if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
+    s.channels.push_back({channel_of("redisson_lock__channel", name), 0});
+  if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
+    s.channels.push_back({channel_of("redlease_mutex__channel", name), 0});
+  std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
+  for (auto& ch : s.channels) cmd.push_back(ch.channel);
+  auto r = c.command(cmd);
+  for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < s.channels.size(); i += 2)
+    s.channels[i / 2].subscribers = r.elements[i + 1].integer;
+  return s;
+}
+
+std::string to_json(const lock_status& s) {
+  std::string out = "{\"lock\":" + json_string(s.name) + ",\"state\":\"" + s.state + "\",\"kind\":" +
+                    json_string(s.kind) + ",\"ttl_ms\":" + std::to_string(s.ttl_ms);
+  if (s.kind == "reentrant") {
+    out += ",\"holders\":[";
+    for (std::size_t i = 0; i < s.holders.size(); ++i) {
+      const auto& h = s.holders[i];
+      long long n = 0;
+      auto [p, ec] = std::from_chars(h.count.data(), h.count.data() + h.count.size(), n);
+      bool numeric = ec == std::errc{} && p == h.count.data() + h.count.size();
+      out += (i ? ",{\"owner\":" : "{\"owner\":") + json_string(h.owner) +
+             ",\"count\":" + (numeric ? std::to_string(n) : json_string(h.count)) + "}";
+    }
+    out += "]";
+  } else if (s.kind == "mutex") {
+    out += ",\"token\":" + json_string(s.holders.front().owner);
+  }
+  out += ",\"waiters\":" + std::to_string(s.waiters()) + ",\"channels\":[";
+  for (std::size_t i = 0; i < s.channels.size(); ++i) {
+    out += (i ? ",{\"channel\":" : "{\"channel\":") + json_string(s.channels[i].channel) +
+           ",\"subscribers\":" + std::to_string(s.channels[i].subscribers) + "}";
+  }
+  out += "]}";
+  return out;
+}
+
+std::string format_ttl(long long ms) {
+  if (ms == -1) return "no expiry";
+  if (ms < 0) return "-";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  long long tenths = (ms + 50) / 100;
+  if (ms < 60'000) return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + "s";
+  long long s = (ms + 500) / 1000;
+  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
+  return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
+}
+
+std::string holders_text(const lock_status& s) {
+  if (s.kind == "mutex") return "token " + printable(s.holders.front().owner);
+  if (s.kind != "reentrant") return "-";
+  std::string out;
+  for (const auto& h : s.holders) {
+    if (!out.empty()) out += ", ";
+    out += printable(h.owner) + " x" + printable(h.count);
+  }
+  return out;
+}
+
+void print_table(const std::vector<lock_status>& all) {
+  std::vector<std::vector<std::string>> rows{{"LOCK", "STATE", "KIND", "TTL", "WAITERS", "HOLDERS"}};
+  for (const auto& s : all)
+    rows.push_back({printable(s.name), s.state, s.kind, format_ttl(s.ttl_ms), std::to_string(s.waiters()),
+                    holders_text(s)});
+  std::vector<std::size_t> width(rows.front().size(), 0);
+  for (const auto& r : rows)
+    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      line += r[i];
+      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+    }
+    std::cout << line << "\n";
+  }
+}
+
+int status(const status_options& o) {
+  client c{make_config(o.url)};
+  c.ping();
+  std::vector<lock_status> all;
+  for (const auto& name : o.names) {
+    auto s = inspect(c, name);
+    if (o.json) std::cout << to_json(s) << "\n" << std::flush;
+    else all.push_back(std::move(s));
+  }
+  if (!o.json) print_table(all);
+  return exit_code::ok;
+}
+
+}  // namespace
+
+void setup_status(CLI::App& app, action_t& action) {
+  auto o = std::make_shared<status_options>();
+  auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
+  cmd->add_option("names", o->names, "The locks' names")->required();
+  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  cmd->add_flag("--json", o->json, "One JSON object per lock per line");
+  cmd->callback([&action, o] { action = [o] { return status(*o); }; });
+}
+
+}  // namespace redlease::cli

@@ -1,0 +1,85 @@
+// SPDX-License-Identifier: MIT
+// `redlease unlock --force NAME...`: delete a lock whoever holds it and wake its waiters
+// (Redisson's forceUnlock). Only the forced form exists: the holder is another process.
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.hpp"
+#include "redlease/redlease.hpp"
+
+namespace redlease::cli {
+namespace {
+
+
+struct unlock_options {
+  std::string url = default_url();
+  std::vector<std::string> names;
+  bool force = false;
+};
+
+std::string shown(std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out + "\"";
+}
+
+int unlock(const unlock_options& o) {
+  if (!o.force) {
+    std::cerr << "redlease unlock: only a forced unlock is possible from the command line (the holder is\n"
+                 "another process); run `redlease unlock --force NAME` to delete the lock whoever holds it.\n";
+    return exit_code::usage;
+  }
+  client c{make_config(o.url)};
+  c.ping();
+  int status = exit_code::ok;
+  for (const auto& name : o.names) {
+    std::string type = c.command({"TYPE", name}).str;
+    bool existed;
+    if (type == "hash") {
+      existed = c.lock(name).force_unlock();
+    } else if (type == "string") {
+      existed = c.mutex(name).force_unlock();
+    } else if (type == "none") {
+      existed = false;
+    } else {
+      std::cerr << "redlease unlock: " << shown(name) << " is not a lock (a " << type << "); left alone\n";
+      status = exit_code::data_error;
+      continue;
+    }
+    if (existed) {
+      std::cout << "unlocked " << shown(name) << " (" << (type == "hash" ? "reentrant" : "mutex") << ")\n";
+    } else {
+      std::cout << shown(name) << " was not locked\n";
+    }
+  }
+  return status;
+}
+
+}  // namespace
+
+void setup_unlock(CLI::App& app, action_t& action) {
+  auto o = std::make_shared<unlock_options>();
+  auto* cmd = app.add_subcommand("unlock", "Force-unlock locks: delete them whoever holds them and wake their waiters");
+  cmd->footer(
+      "The holder is not told until its next renewal (a redlease holder then loses the lock: `redlease\n"
+      "run` stops its command and exits 76). A name that is not locked is reported and is not an error;\n"
+      "a key that is neither a hash nor a string is left alone (exit status 65).");
+  cmd->add_option("names", o->names, "The locks' names")->required();
+  cmd->add_flag("--force", o->force, "Required: delete the lock whoever holds it");
+  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  cmd->callback([&action, o] { action = [o] { return unlock(*o); }; });
+}
+
+}  // namespace redlease::cli
