@@ -55,22 +55,6 @@ struct run_options {
 
 // ---- output ----------------------------------------------------------------------------------
 
-// A name for messages: printable ASCII as is, anything else as \xNN.
-std::string printable(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 std::string signal_name(int sig) {
   if (const char* abbrev = sigabbrev_np(sig)) return std::string("SIG") + abbrev;
   return "SIG" + std::to_string(sig);

@@ -28,22 +28,6 @@ std::string json_string(std::string_view s) {
   return out;
 }
 
-// Printable ASCII as is, anything else as \xNN (for the table).
-std::string printable(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : s) {
-    if (c > 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
-
 // The unlock channel, as the library names it: `prefix:{name}`, or `prefix:name` when the name
 // already contains a `{` (so the channel shares the key's cluster slot).
 std::string channel_of(std::string_view prefix, std::string_view name) {
@@ -162,12 +146,12 @@ std::string format_ttl(long long ms) {
 }
 
 std::string holders_text(const lock_status& s) {
-  if (s.kind == "mutex") return "token " + printable(s.holders.front().owner);
+  if (s.kind == "mutex") return "token " + printable(s.holders.front().owner, true);
   if (s.kind != "reentrant") return "-";
   std::string out;
   for (const auto& h : s.holders) {
     if (!out.empty()) out += ", ";
-    out += printable(h.owner) + " x" + printable(h.count);
+    out += printable(h.owner, true) + " x" + printable(h.count, true);
   }
   return out;
 }
@@ -175,7 +159,7 @@ std::string holders_text(const lock_status& s) {
 void print_table(const std::vector<lock_status>& all) {
   std::vector<std::vector<std::string>> rows{{"LOCK", "STATE", "KIND", "TTL", "WAITERS", "HOLDERS"}};
   for (const auto& s : all)
-    rows.push_back({printable(s.name), s.state, s.kind, format_ttl(s.ttl_ms), std::to_string(s.waiters()),
+    rows.push_back({printable(s.name, true), s.state, s.kind, format_ttl(s.ttl_ms), std::to_string(s.waiters()),
                     holders_text(s)});
   std::vector<std::size_t> width(rows.front().size(), 0);
   for (const auto& r : rows)

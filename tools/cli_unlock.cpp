@@ -20,21 +20,6 @@ struct unlock_options {
   bool force = false;
 };
 
-std::string shown(std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out + "\"";
-}
-
 int unlock(const unlock_options& o) {
   if (!o.force) {
     std::cerr << "redlease unlock: only a forced unlock is possible from the command line (the holder is\n"
@@ -54,14 +39,14 @@ int unlock(const unlock_options& o) {
     } else if (type == "none") {
       existed = false;
     } else {
-      std::cerr << "redlease unlock: " << shown(name) << " is not a lock (a " << type << "); left alone\n";
+      std::cerr << "redlease unlock: " << '"' << printable(name) << '"' << " is not a lock (a " << type << "); left alone\n";
       status = exit_code::data_error;
       continue;
     }
     if (existed) {
-      std::cout << "unlocked " << shown(name) << " (" << (type == "hash" ? "reentrant" : "mutex") << ")\n";
+      std::cout << "unlocked " << '"' << printable(name) << '"' << " (" << (type == "hash" ? "reentrant" : "mutex") << ")\n";
     } else {
-      std::cout << shown(name) << " was not locked\n";
+      std::cout << '"' << printable(name) << '"' << " was not locked\n";
     }
   }
   return status;

@@ -41,6 +41,9 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text)
 /// Appends `s` as the body of a JSON string: quotes, backslashes and control characters escaped,
 /// valid UTF-8 kept, other bytes as \u00XX, so every line printed is valid JSON.
 void json_escape_to(std::string& out, std::string_view s);
+/// A lock name for messages and tables: printable ASCII as is, anything else (and `\`, `"`, and
+/// with `escape_space` the space) as \xNN.
+std::string printable(std::string_view s, bool escape_space = false);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
 

@@ -54,6 +54,21 @@ void json_escape_to(std::string& out, std::string_view s) {
   }
 }
 
+std::string printable(std::string_view s, bool escape_space) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f && c != '\\' && c != '"' && !(escape_space && c == ' ')) {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
 std::string default_url() {
   const char* env = std::getenv("REDLEASE_URL");
   return env && *env ? env : "redis://127.0.0.1:6379";
