@@ -165,6 +165,25 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
   });
 }
 
+// The reply of an acquisition was lost with the connection: the script may have run and granted the
+// lock. Undo that before anyone retries, or the hold would leak (a held mutex, or one level too many).
+void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id) {
+  arg_list a;
+  if (kind == lock_kind::mutex) {
+    // The token is this attempt's alone: delete the key only if it holds it.
+    a.add(2LL).add(name).add(lock_channel(name, kind)).add(id);
+    c_.exec_script(lua::mutex_release, std::move(a), [](std::error_code, reply) {});
+    return;
+  }
+  // The release script in retry mode with the count the lost acquire would have produced: it
+  // decrements only if the server count is that one, and is a no-op if the acquire never ran.
+  hold* h = find(name, owner);
+  long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
+  a.add(2LL).add(name).add(lock_channel(name, kind)).add("0").add(c_.cfg().watchdog_timeout.count());
+  a.add(id).add(before + 1).add("1");
+  c_.exec_script(lua::release, std::move(a), [](std::error_code, reply) {});
+}
+
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
                            bool_handler h) {
@@ -192,6 +211,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
           [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
+            if (ec == errc::connection_lost) undo_acquire(w->name, w->kind, w->owner, w->id);
             // The first attempt reports errors as they are: an unreachable server fails fast.
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl) {
@@ -389,6 +409,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
+            if (ec == errc::connection_lost) undo_acquire(w->name, w->kind, w->owner, w->id);
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
               // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,

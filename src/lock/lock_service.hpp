@@ -80,6 +80,7 @@ class lock_service {
   std::string field_of(owner_id owner) const;
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                attempt_handler h);
+  void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, clock::time_point sent, const std::shared_ptr<lost_slot>& slot);
   hold* find(std::string_view name, owner_id owner) const;

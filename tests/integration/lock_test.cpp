@@ -409,6 +409,18 @@ TEST_F(lock_test, release_retry_never_double_decrements) {
   EXPECT_EQ(run("1", "0").integer, 1);  // 1 -> freed
   EXPECT_TRUE(run("1", "1").is_nil());  // a retry after the final release finds nothing
   EXPECT_EQ(raw()({"EXISTS", "retry"}).integer, 0);
+
+  // Undoing an acquisition whose reply was lost: the release in retry mode, expecting the count the
+  // acquisition would have produced. It ran (count 2 for an owner that knew of 1): back to 1.
+  raw()({"HSET", "retry", f, "2"});
+  EXPECT_EQ(run("2", "1").integer, 0);
+  EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1");
+  // It did not run (count 1, as the owner knows): nothing changes.
+  EXPECT_EQ(run("2", "1").integer, 0);
+  EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1");
+  // A first acquisition that ran: freed and announced; one that did not: nothing to do.
+  EXPECT_EQ(run("1", "0").integer, 1);
+  EXPECT_TRUE(run("1", "1").is_nil());
 }
 
 TEST_F(lock_test, holds_of_many_threads_on_one_client) {
