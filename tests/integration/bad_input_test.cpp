@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// Bad input and hostile server states: each gets a typed error, and nothing is lost or corrupted.
+// The list and the error each gets is in docs/errors.md.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "lock_test_support.hpp"
+
+namespace redlease::test {
+namespace {
+
+class bad_input_test : public lock_fixture {};
+
+TEST_F(bad_input_test, binary_names_with_nul_and_invalid_utf8_work) {
+  client c{cfg()};
+  const std::string name("or\0ders:\xff\xfe:\x80", 13);
+  auto l = c.lock(name);
+  l.lock();
+  EXPECT_EQ(raw().command({"TYPE", name}).str, "hash");
+  // A waiter on the same binary name is woken through the (binary) channel.
+  auto waiter = std::async(std::launch::async, [&] {
+    auto l2 = c.lock(name);
+    bool got = l2.try_lock(5s);
+    if (got) l2.unlock();
+    return got;
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw().command({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  auto t0 = steady::now();
+  l.unlock();
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 1000);
+  auto m = c.mutex(name + "\0m");
+  m.lock();
+  EXPECT_TRUE(m.is_held_by_current_thread());
+  m.unlock();
+  EXPECT_EQ(raw().command({"EXISTS", name}).integer, 0);
+}
+
+TEST_F(bad_input_test, huge_names_work) {
+  client c{cfg()};
+  std::string name(256 * 1024, 'x');
+  auto l = c.lock(name);
+  l.lock();
+  EXPECT_EQ(l.hold_count(), 1);
+  l.unlock();
+  EXPECT_FALSE(l.is_locked());
+}
+
+TEST_F(bad_input_test, durations_out_of_range_are_invalid_argument) {
+  client c{cfg()};
+  auto l = c.lock("d");
+  auto m = c.mutex("dm");
+  std::error_code ec;
+  for (auto bad : {-1ms, 0ms, std::chrono::milliseconds(1LL << 41), std::chrono::milliseconds::max(),
+                   std::chrono::milliseconds::min()}) {
+    l.lock(bad, ec);
+    EXPECT_EQ(ec, errc::invalid_argument) << bad.count();
+    m.try_lock(0ms, bad, ec);
+    EXPECT_EQ(ec, errc::invalid_argument) << bad.count();
+  }
+  for (auto bad : {-1ms, std::chrono::milliseconds::min(), std::chrono::milliseconds::max()}) {
+    l.try_lock(bad, ec);
+    EXPECT_EQ(ec, errc::invalid_argument) << bad.count();
+  }
+  // try_lock_for with a huge duration type does not overflow into a negative wait.
+  EXPECT_TRUE(l.try_lock_for(std::chrono::hours(1)));
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "d"}).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", "dm"}).integer, 0);
+}
+
+TEST_F(bad_input_test, calls_after_close_fail_with_client_closed) {
+  client c{cfg()};
+  auto l = c.lock("closed");
+  auto m = c.mutex("closed-m");
+  auto s = c.stock("closed-s", 2);
+  c.close();
+  std::error_code ec;
+  l.lock(ec);
+  EXPECT_EQ(ec, errc::client_closed);
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::client_closed);
+  EXPECT_FALSE(m.try_lock(ec));
+  EXPECT_EQ(ec, errc::client_closed);
+  s.try_take(1, ec);
+  EXPECT_EQ(ec, errc::client_closed);
+  EXPECT_THROW(l.lock(), redlease::error);
+}
+
+TEST_F(bad_input_test, oom_is_server_busy_and_changes_nothing) {
+  client c{cfg()};
+  raw()({"SET", "filler", std::string(1024, 'x')});
+  raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  raw()({"CONFIG", "SET", "maxmemory", "1"});
+  auto l = c.lock("oom");
+  std::error_code ec;
+  l.lock(ec);
+  EXPECT_EQ(ec, errc::server_busy) << ec.message();
+  raw()({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(raw()({"EXISTS", "oom"}).integer, 0);
+  l.lock();  // fine again
+  l.unlock();
+}
+
+TEST_F(bad_input_test, busy_script_is_server_busy) {
+  raw()({"CONFIG", "SET", "busy-reply-threshold", "100"});
+  client c{cfg()};
+  c.ping();
+  auto blocker = server().client();
+  blocker.set_timeout(10000ms);
+  // A script that spins until killed keeps the server BUSY for everyone else.
+  std::thread spin([&] { blocker.command({"EVAL", "while true do end", "0"}); });
+  std::this_thread::sleep_for(300ms);  // past busy-reply-threshold: the server now answers BUSY
+  auto l = c.lock("busy");
+  std::error_code ec;
+  l.lock(ec);
+  EXPECT_EQ(ec, errc::server_busy) << ec.message();
+  auto killer = server().client();
+  killer({"SCRIPT", "KILL"});
+  spin.join();
+  l.lock();
+  l.unlock();
+}
+
+TEST_F(bad_input_test, readonly_replica_is_server_readonly) {
+  redis_server primary;
+  primary.client()({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});  // start the sync at once
+  raw()({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+  ASSERT_TRUE(eventually([&] {
+    auto info = raw()({"INFO", "replication"}).str;
+    return info.find("master_link_status:up") != std::string::npos;
+  }));
+  client c{cfg()};
+  auto l = c.lock("ro");
+  std::error_code ec;
+  l.lock(ec);
+  EXPECT_EQ(ec, errc::server_readonly) << ec.message();
+  auto m = c.mutex("ro-m");
+  m.lock(ec);
+  EXPECT_EQ(ec, errc::server_readonly) << ec.message();
+  raw()({"REPLICAOF", "NO", "ONE"});
+}
+
+TEST_F(bad_input_test, force_unlock_and_queries_on_wrong_type_keys) {
+  client c{cfg()};
+  raw()({"RPUSH", "a-list", "x"});
+  auto l = c.lock("a-list");
+  std::error_code ec;
+  l.hold_count(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  l.try_lock(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_EQ(raw()({"LLEN", "a-list"}).integer, 1);  // untouched
+}
+
+}  // namespace
+}  // namespace redlease::test
