@@ -40,6 +40,10 @@ struct config {
   /// Upper bound of the reconnect delay.
   std::chrono::milliseconds reconnect_max_delay{2000};
 
+  /// How often the idle pub/sub connection is PINGed; a PING unanswered within `request_timeout`
+  /// drops it, and it reconnects and resubscribes (waiters then retry at once). 0 disables it.
+  std::chrono::milliseconds health_check_interval{3000};
+
   /// Lease of locks taken without an explicit lease; they are renewed every third of it
   /// (Redisson's `lockWatchdogTimeout`, default 30 s).
   std::chrono::milliseconds watchdog_timeout{30000};

@@ -227,6 +227,10 @@ void connection::connection_lost(std::error_code) {
   connect_attempt();
 }
 
+void connection::drop(std::error_code why) {
+  if (state_ == state::up) connection_lost(why);
+}
+
 void connection::schedule_reconnect() {
   state_ = state::backoff;
   auto base = cfg_.reconnect_min_delay.count();

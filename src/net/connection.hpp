@@ -72,6 +72,9 @@ class connection : public std::enable_shared_from_this<connection> {
   /// Executor only: writes a command that produces no reply of its own (SUBSCRIBE, ...): its
   /// answers come through on_push. Dropped when not connected (resubscription covers that).
   void send_untracked(std::string payload);
+  /// Executor only: drops the connection as if the network had (a failed health check); it
+  /// reconnects.
+  void drop(std::error_code why);
   /// Executor only: fails everything with client_closed and stops for good.
   void close();
   bool is_up() const noexcept { return state_ == state::up; }

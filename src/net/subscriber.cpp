@@ -3,11 +3,42 @@
 
 #include <algorithm>
 
+#include "redlease/error.hpp"
+
 namespace redlease::detail {
 
 subscriber::subscriber(asio::any_io_executor ex, const config& cfg)
-    : conn_(std::make_shared<connection>(std::move(ex), cfg, ":sub")) {
+    : conn_(std::make_shared<connection>(ex, cfg, ":sub")),
+      health_(ex),
+      interval_(cfg.health_check_interval),
+      timeout_(cfg.request_timeout) {
   conn_->set_callbacks({[this] { on_up(); }, [this] { on_down(); }, [this](reply& r) { on_push(r); }});
+}
+
+void subscriber::close() {
+  closed_ = true;
+  health_.cancel();
+  conn_->close();
+}
+
+// A pub/sub connection is silent while nothing is published: without a PING, a dead peer or a
+// stalled network would go unnoticed and waiters would miss every unlock.
+void subscriber::arm_health_check() {
+  if (closed_ || interval_.count() <= 0) return;
+  health_.expires_after(ping_outstanding_ ? timeout_ : interval_);
+  health_.async_wait([this](std::error_code ec) {
+    if (ec || closed_ || !conn_->is_up()) return;
+    if (ping_outstanding_) {
+      ping_outstanding_ = false;
+      conn_->drop(errc::request_timeout);  // reconnects; on_up resubscribes and re-arms
+      return;
+    }
+    std::string ping;
+    encode_command(ping, {"PING"});
+    conn_->send_untracked(std::move(ping));
+    ping_outstanding_ = true;
+    arm_health_check();
+  });
 }
 
 void subscriber::send(std::string_view verb, const std::vector<std::string_view>& channels) {
@@ -49,6 +80,8 @@ bool subscriber::confirmed(const std::string& channel) const {
 
 void subscriber::on_up() {
   pending_.clear();
+  ping_outstanding_ = false;
+  arm_health_check();
   std::vector<std::string_view> all;
   all.reserve(channels_.size());
   for (auto& [name, st] : channels_) all.push_back(name);
@@ -62,10 +95,19 @@ void subscriber::on_up() {
 
 void subscriber::on_down() {
   pending_.clear();
+  ping_outstanding_ = false;
+  health_.cancel();
   for (auto& [name, st] : channels_) st.confirmed = false;
 }
 
 void subscriber::on_push(reply& r) {
+  // PING answers ["pong", ""] while subscribed, +PONG when no channel is.
+  bool pong = (r.is_string() && r.str == "PONG") || (r.is_array() && !r.elements.empty() && r.elements[0].str == "pong");
+  if (pong) {
+    ping_outstanding_ = false;
+    arm_health_check();
+    return;
+  }
   if (!r.is_array() || r.elements.size() < 2) return;
   auto& kind = r.elements[0].str;
   if (kind == "message" && r.elements.size() >= 3) {

@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <asio/steady_timer.hpp>
+
 #include "net/connection.hpp"
 
 namespace redlease::detail {
@@ -34,7 +36,7 @@ class subscriber {
   /// True while the channel's subscription is confirmed on the current connection.
   bool confirmed(const std::string& channel) const;
   std::size_t channel_count() const { return channels_.size(); }
-  void close() { conn_->close(); }
+  void close();
   const conn_stats& stats() const { return conn_->stats(); }
 
  private:
@@ -46,12 +48,19 @@ class subscriber {
   void on_down();
   void on_push(reply& r);
   void send(std::string_view verb, const std::vector<std::string_view>& channels);
+  void arm_health_check();
+
 
   std::shared_ptr<connection> conn_;
   std::unordered_map<std::string, channel_state> channels_;
   // SUBSCRIBEs sent and not yet confirmed, per channel: a channel counts as subscribed only when
   // the latest of them is confirmed (an UNSUBSCRIBE may sit between two of them).
   std::unordered_map<std::string, int> pending_;
+  asio::steady_timer health_;
+  std::chrono::milliseconds interval_;
+  std::chrono::milliseconds timeout_;
+  bool ping_outstanding_ = false;
+  bool closed_ = false;
 };
 
 }  // namespace redlease::detail

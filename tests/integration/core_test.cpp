@@ -1028,3 +1028,41 @@ TEST(core_cloexec_test, sockets_are_close_on_exec) {
 
 }  // namespace
 }  // namespace redlease::test
+
+namespace redlease::test {
+namespace {
+
+TEST(core_health_test, silent_pubsub_connection_is_pinged_dropped_and_resubscribed) {
+  if (!redis_server::available()) GTEST_SKIP();
+  redis_server srv;
+  auto conf = config::from_url(srv.url());
+  conf.health_check_interval = std::chrono::milliseconds(100);
+  conf.request_timeout = std::chrono::milliseconds(200);
+  conf.connect_timeout = std::chrono::milliseconds(200);
+  conf.reconnect_min_delay = std::chrono::milliseconds(10);
+  conf.reconnect_max_delay = std::chrono::milliseconds(50);
+  client c(conf);
+  std::atomic<int> got{0};
+  auto sub = c.subscribe("hc", [&](std::string_view, std::string_view) { ++got; });
+  EXPECT_EQ(c.stats().pubsub_connects, 1u);
+  // A healthy idle connection is pinged but kept.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(c.stats().pubsub_connects, 1u);
+  EXPECT_GE(c.stats().pubsub_commands, 3u);  // SUBSCRIBE + PINGs
+  // A server that stops answering: the unanswered PING drops the connection; once it answers
+  // again the client reconnects and resubscribes by itself.
+  srv.pause();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  srv.resume();
+  auto publisher = srv.client();
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (got == 0 && std::chrono::steady_clock::now() < deadline) {
+    publisher({"PUBLISH", "hc", "x"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GT(got.load(), 0);
+  EXPECT_GE(c.stats().pubsub_connects, 2u);
+}
+
+}  // namespace
+}  // namespace redlease::test

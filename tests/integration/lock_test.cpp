@@ -440,7 +440,8 @@ TEST_F(lock_test, holds_of_many_threads_on_one_client) {
   EXPECT_EQ(ok.load(), 16);
   // 16 locks renewed together: far fewer script calls than renewals.
   auto s = c.stats();
-  EXPECT_LT(s.renew_calls * 4, s.renewed_locks + 4) << s.renew_calls << " calls for " << s.renewed_locks;
+  EXPECT_LT(s.renew_calls * 3, s.renewed_locks) << s.renew_calls << " calls for " << s.renewed_locks;
+  std::cout << s.renew_calls << " renewal calls for " << s.renewed_locks << " renewals\n";
 }
 
 }  // namespace
