@@ -52,6 +52,7 @@ struct lock_service::hold : watch_entry {
   std::vector<std::optional<ms>> levels;   // one per acquisition: its fixed lease, or none (watchdog)
   bool lost = false;
   bool removed = false;
+  bool release_in_doubt = false;           // an unlock's reply never came: it may have run
   std::stop_source stop;
   std::shared_ptr<lost_slot> slot;
 
@@ -167,8 +168,10 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
   });
 }
 
-// The reply of an acquisition was lost with the connection: the script may have run and granted the
-// lock. Undo that before anyone retries, or the hold would leak (a held mutex, or one level too many).
+// The reply of an acquisition never came (the connection dropped, or it timed out and may still run
+// late): the script may have granted the lock. Undo that before anyone retries, or the hold would
+// leak (a held mutex, or one level too many). The undo queues behind the attempt on the same
+// connection, so it runs after it.
 void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id) {
   arg_list a;
   if (kind == lock_kind::mutex) {
@@ -213,7 +216,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
           [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
             // The first attempt reports errors as they are: an unreachable server fails fast.
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl) {
@@ -411,7 +414,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
               // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,
@@ -472,30 +475,55 @@ void lock_service::on_command_connection_up() {
 void lock_service::release(std::string name, lock_kind kind, owner_id owner, void_handler done) {
   if (closed_) return done(errc::client_closed);
   if (name.empty()) return done(errc::invalid_argument);
-  hold* raw = find(name, owner);
   std::shared_ptr<hold> h;
-  if (raw) h = holds_.find(key{name, owner})->second;
-
+  if (auto it = holds_.find(key{name, owner}); it != holds_.end()) h = it->second;
   if (kind == lock_kind::mutex) {
     // Without the token there is nothing this owner could release.
     if (!h) return done(errc::not_owner);
-    arg_list a;
-    a.add(2LL).add(name).add(lock_channel(name, kind)).add(h->id);
-    c_.exec_script(lua::mutex_release, std::move(a),
-                   [this, h, done = std::move(done)](std::error_code ec, reply r) mutable {
-                     if (ec && ec != errc::connection_lost) return done(ec);
-                     // A lost reply: the compare-and-delete may have run. Either way the token is ours
-                     // alone, so the lock is not held by us any more; retrying adds nothing.
-                     bool was_lost = h->lost;
-                     if (!ec && r.is_integer() && r.integer == 0 && !was_lost) mark_lost(*h, lost_reason::taken);
-                     erase(h.get());
-                     if (was_lost || (!ec && r.is_integer() && r.integer == 0)) return done(errc::lock_lost);
-                     done({});
-                   });
-    return;
+    return release_mutex(std::move(h), 0, std::move(done));
   }
   long long expected = h ? static_cast<long long>(h->levels.size()) : 0;
-  release_reentrant(std::move(h), std::move(name), owner, 0, expected, std::move(done));
+  // An earlier unlock of this hold may have run without our knowing (its reply timed out): this one
+  // goes in retry mode, so the script does not take the same level twice.
+  int attempt_no = h && h->release_in_doubt ? 1 : 0;
+  release_reentrant(std::move(h), std::move(name), owner, attempt_no, expected, std::move(done));
+}
+
+// A release whose reply did not come (the connection dropped, or it timed out and may still run
+// late) is retried in retry mode; the retry goes out on the same connection after the first, so
+// the server sees them in order.
+static bool release_unknown(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::request_timeout;
+}
+
+// Drops one level of a hold whose lock is gone; the hold goes with its last level, so every unlock
+// of a lost reentrant hold reports lock_lost, not just the first.
+void lock_service::drop_lost_level(hold& h) {
+  if (!h.levels.empty()) h.levels.pop_back();
+  if (h.levels.empty()) erase(&h);
+}
+
+void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done) {
+  arg_list a;
+  a.add(2LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->id);
+  c_.exec_script(lua::mutex_release, std::move(a),
+                 [this, h, attempt_no, done = std::move(done)](std::error_code ec, reply r) mutable {
+                   if (release_unknown(ec) && attempt_no < 3 && !closed_ && !h->removed)
+                     return release_mutex(std::move(h), attempt_no + 1, std::move(done));
+                   if (ec) {
+                     h->release_in_doubt = release_unknown(ec);
+                     return done(ec);
+                   }
+                   if (!r.is_integer()) return done(errc::protocol_error);
+                   bool was_lost = h->lost;
+                   // The token is ours alone: on a retry (or after an unlock in doubt) a missing token
+                   // means the earlier compare-and-delete ran.
+                   bool gone_before = r.integer == 0 && (attempt_no > 0 || h->release_in_doubt);
+                   if (r.integer == 0 && !gone_before && !was_lost) mark_lost(*h, lost_reason::taken);
+                   erase(h.get());
+                   if (was_lost || (r.integer == 0 && !gone_before)) return done(errc::lock_lost);
+                   done({});
+                 });
 }
 
 void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
@@ -514,12 +542,17 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
       lua::release, std::move(a),
       [this, h, name = std::move(name), owner, attempt_no, expected, done = std::move(done)](std::error_code ec,
                                                                                              reply r) mutable {
-        if (ec == errc::connection_lost && attempt_no < 3 && !closed_) {
-          // The reply was lost; the script may or may not have run. The retry tells the script which
-          // count to expect, so it never decrements twice.
+        if (release_unknown(ec) && attempt_no < 3 && !closed_) {
+          // The script may or may not have run. The retry tells it which count to expect, so it
+          // never decrements twice.
           return release_reentrant(std::move(h), std::move(name), owner, attempt_no + 1, expected, std::move(done));
         }
-        if (ec) return done(ec);
+        if (ec) {
+          // Still unknown: the next unlock of this hold must go in retry mode too.
+          if (h) h->release_in_doubt = h->release_in_doubt || release_unknown(ec);
+          return done(ec);
+        }
+        if (h) h->release_in_doubt = false;
         bool was_lost = h && h->lost;
         if (r.is_nil()) {
           if (!h) return done(errc::not_owner);
@@ -529,18 +562,22 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
             return done({});
           }
           if (!was_lost) mark_lost(*h, lost_reason::deleted);
-          erase(h.get());
+          drop_lost_level(*h);
           return done(errc::lock_lost);
         }
         if (!r.is_integer()) return done(errc::protocol_error);
         if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)
-        if (r.integer == 1 || h->levels.size() <= 1 || was_lost) {
+        if (was_lost) {
+          drop_lost_level(*h);
+          return done(errc::lock_lost);
+        }
+        if (r.integer == 1 || h->levels.size() <= 1) {
           erase(h.get());
         } else {
           h->levels.pop_back();
           reschedule(*h);
         }
-        done(was_lost ? std::error_code(errc::lock_lost) : std::error_code{});
+        done({});
       });
 }
 

@@ -90,6 +90,8 @@ class lock_service {
   void arm_watchdog();
   void on_watchdog_timer();
   void send_renewals(std::vector<std::shared_ptr<hold>> batch);
+  void release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done);
+  void drop_lost_level(hold& h);
   void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
                          long long expected, void_handler done);
 
