@@ -1,19 +1,1052 @@
 // SPDX-License-Identifier: MIT
-// `redlease bench`: a placeholder until the benchmark suite lands.
-#include <iostream>
+// `redlease bench`: lock throughput, latency and cost, each against what the Redis server itself can
+// do on one connection (the ceiling, measured first in the same run and process). Without --redis it
+// runs against a private redis-server it starts itself. See BENCHMARKS.md for the method.
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <future>
+#include <iostream>
+#include <latch>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "bench_support.hpp"
 #include "commands.hpp"
+#include "redis_server.hpp"
+#include "redlease/redlease.hpp"
+#include "redlease_lua.hpp"
 
 namespace redlease::cli {
+namespace {
+
+using namespace std::chrono_literals;
+using bench::steady;
+namespace lua = redlease::detail::lua;
+
+// ---- options and results -----------------------------------------------------------------------
+
+struct options {
+  std::string url;
+  bool json = false;
+  bool quick = false;
+  bool check = false;
+  std::string only;      // comma-separated case names (or prefixes) to run; empty: all
+  double seconds = 0;    // per-case measuring time; 0: the mode's default
+  bool no_ceiling = false;  // profiling aid (hidden): skip the ceiling; no ratios then
+};
+
+struct row {
+  std::string name;
+  double ops_per_s = 0, p50_us = 0, p99_us = 0, rt_per_op = 0;
+  double redis_us_per_op = 0, client_us_per_op = 0;
+  bool has_ceiling = false;
+  double ceiling = 0, ratio = 0;
+  std::vector<std::pair<std::string, double>> nums;         // extra numeric JSON fields, in order
+  std::vector<std::pair<std::string, std::string>> strs;    // extra string JSON fields
+  std::string note;                                         // for the human table
+  std::string error;
+
+  void num(std::string k, double v) { nums.emplace_back(std::move(k), v); }
+  double get(std::string_view k, double dflt = -1) const {
+    for (auto& [key, v] : nums)
+      if (key == k) return v;
+    return dflt;
+  }
+};
+
+std::string jnum(double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  if (std::fabs(v) >= 1e15) {
+    std::snprintf(buf, sizeof buf, "%.6e", v);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.4f", v);
+  std::string s = buf;
+  while (!s.empty() && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  if (s == "-0") s = "0";
+  return s;
+}
+
+std::string to_json(const row& r) {
+  std::string o = "{\"case\":\"";
+  json_escape_to(o, r.name);
+  o += "\",\"ops_per_s\":" + jnum(r.ops_per_s) + ",\"p50_us\":" + jnum(r.p50_us) + ",\"p99_us\":" + jnum(r.p99_us) +
+       ",\"round_trips_per_op\":" + jnum(r.rt_per_op) + ",\"redis_cpu_us_per_op\":" + jnum(r.redis_us_per_op) +
+       ",\"client_cpu_us_per_op\":" + jnum(r.client_us_per_op);
+  if (r.has_ceiling) o += ",\"ceiling_ops_per_s\":" + jnum(r.ceiling) + ",\"ratio\":" + jnum(r.ratio);
+  for (auto& [k, v] : r.nums) o += ",\"" + k + "\":" + jnum(v);
+  for (auto& [k, v] : r.strs) {
+    o += ",\"" + k + "\":\"";
+    json_escape_to(o, v);
+    o += "\"";
+  }
+  if (!r.error.empty()) {
+    o += ",\"error\":\"";
+    json_escape_to(o, r.error);
+    o += "\"";
+  }
+  o += "}";
+  return o;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// 1234567 -> "1,234,567"
+std::string grouped(double v) {
+  if (!std::isfinite(v)) return "-";
+  auto n = static_cast<long long>(std::llround(v));
+  std::string d = std::to_string(n < 0 ? -n : n), out;
+  for (std::size_t i = 0; i < d.size(); ++i) {
+    if (i != 0 && (d.size() - i) % 3 == 0) out += ',';
+    out += d[i];
+  }
+  return n < 0 ? "-" + out : out;
+}
+
+std::string pad(std::string s, std::size_t w, bool left = false) {
+  if (s.size() >= w) return s;
+  return left ? s + std::string(w - s.size(), ' ') : std::string(w - s.size(), ' ') + s;
+}
+
+// ---- the run's shared state --------------------------------------------------------------------
+
+struct bench_ctx {
+  options opt;
+  config cfg;                              // for the library's clients
+  std::unique_ptr<bench::raw_conn> meter;  // INFO, EXISTS, cleanup: never used by a case itself
+  std::string prefix;                      // every key of this run starts with it
+  std::string fake_uuid;                   // 36 characters, like a client id
+  double case_s = 3, warm_s = 0.3, ceiling_s = 1;
+  // from the ceiling
+  double floor_rt_per_s = 0, floor_rtt_us = 0;
+  double spin_floor_rt_per_s = 0;  // the same with a busy-polling client
+  double pair_ceiling = 0, mutex_pair_ceiling = 0;
+  std::vector<row> rows;
+  bool table_header = false;
+
+  bool wanted(std::string_view name) const {
+    if (opt.only.empty()) return true;
+    std::stringstream ss(opt.only);
+    std::string item;
+    while (std::getline(ss, item, ','))
+      if (!item.empty() && name.substr(0, item.size()) == item) return true;
+    return false;
+  }
+};
+
+struct snap {
+  steady::time_point t;
+  double cpu = 0;
+  double redis = 0;
+  long long csw = 0;
+  client_stats st;
+};
+
+snap take(bench_ctx& x, const client* c) {
+  snap s;
+  s.redis = bench::redis_cpu_seconds(*x.meter);
+  if (c) s.st = c->stats();
+  s.cpu = bench::process_cpu_seconds();
+  s.csw = bench::process_context_switches();
+  s.t = steady::now();
+  return s;
+}
+
+double secs_between(steady::time_point a, steady::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// ops counted over [a, b]: throughput, round trips (commands on both connections), CPU per op.
+void fill_common(row& r, const snap& a, const snap& b, double ops) {
+  double secs = secs_between(a.t, b.t);
+  double cmds = static_cast<double>(b.st.commands - a.st.commands);
+  double pubsub = static_cast<double>(b.st.pubsub_commands - a.st.pubsub_commands);
+  double writes = static_cast<double>(b.st.writes - a.st.writes);
+  r.ops_per_s = ops / secs;
+  r.rt_per_op = ops > 0 ? (cmds + pubsub) / ops : 0;
+  r.redis_us_per_op = ops > 0 ? (b.redis - a.redis) * 1e6 / ops : 0;
+  r.client_us_per_op = ops > 0 ? (b.cpu - a.cpu) * 1e6 / ops : 0;
+  r.num("ops", ops);
+  r.num("seconds", secs);
+  r.num("cmd_per_op", ops > 0 ? cmds / ops : 0);
+  r.num("pubsub_cmd_per_op", ops > 0 ? pubsub / ops : 0);
+  r.num("commands_per_write", writes > 0 ? cmds / writes : 0);
+  r.num("redis_cpu_pct", 100 * (b.redis - a.redis) / secs);
+  r.num("client_cpu_pct", 100 * (b.cpu - a.cpu) / secs);
+  r.num("context_switches_per_op", ops > 0 ? static_cast<double>(b.csw - a.csw) / ops : 0);
+}
+
+void fill_latency(row& r, std::vector<float>& us) {
+  r.p50_us = bench::percentile(us, 0.5);
+  r.p99_us = bench::percentile(us, 0.99);
+}
+
+// ---- output ------------------------------------------------------------------------------------
+
+void print_table_header() {
+  std::cout << "\n"
+            << pad("case", 22, true) << pad("ops/s", 11) << pad("p50 us", 9) << pad("p99 us", 9) << pad("RT/op", 7)
+            << pad("redis us/op", 12) << pad("client us/op", 13) << pad("ceiling/s", 11) << pad("ratio", 7)
+            << "  notes\n";
+}
+
+void emit(bench_ctx& x, row r) {
+  if (x.opt.json) {
+    std::cout << to_json(r) << std::endl;
+  } else if (r.name.rfind("ceiling", 0) == 0) {
+    // the ceiling section is printed by measure_ceiling
+  } else {
+    if (!x.table_header) {
+      print_table_header();
+      x.table_header = true;
+    }
+    if (!r.error.empty()) {
+      std::cout << pad(r.name, 22, true) << "  ERROR: " << r.error << std::endl;
+    } else {
+      std::cout << pad(r.name, 22, true) << pad(grouped(r.ops_per_s), 11) << pad(fmt("%.0f", r.p50_us), 9)
+                << pad(fmt("%.0f", r.p99_us), 9) << pad(fmt(r.rt_per_op < 0.1 ? "%.4f" : "%.2f", r.rt_per_op), 7)
+                << pad(fmt("%.1f", r.redis_us_per_op), 12) << pad(fmt("%.1f", r.client_us_per_op), 13)
+                << pad(r.has_ceiling ? grouped(r.ceiling) : "-", 11)
+                << pad(r.has_ceiling ? fmt("%.2f", r.ratio) : "-", 7) << "  " << r.note << std::endl;
+    }
+  }
+  x.rows.push_back(std::move(r));
+}
+
+// ---- the ceiling: raw pipelined commands, one connection, no lock logic ------------------------
+
+std::string channel_of(std::string_view key, bool mutex) {
+  return std::string(mutex ? "redlease_mutex__channel:{" : "redisson_lock__channel:{") + std::string(key) + "}";
+}
+
+// Sequential PING round trips.
+row ceiling_ping_seq(bench_ctx& x, bench::raw_conn& rc) {
+  std::string ping;
+  bench::encode(ping, {"PING"});
+  std::vector<float> lat;
+  lat.reserve(200000);
+  auto run = [&](double secs, bool record) {
+    auto end = steady::now() + std::chrono::duration<double>(secs);
+    long long n = 0;
+    for (;;) {
+      auto t0 = steady::now();
+      if (t0 >= end) break;
+      rc.send(ping);
+      rc.read(1);
+      if (record) lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0).count());
+      ++n;
+    }
+    return n;
+  };
+  run(x.warm_s, false);
+  auto a = take(x, nullptr);
+  auto n = run(x.ceiling_s, true);
+  auto b = take(x, nullptr);
+  row r;
+  r.name = "ceiling-ping-seq";
+  fill_common(r, a, b, static_cast<double>(n));
+  r.rt_per_op = 1;
+  fill_latency(r, lat);
+  return r;
+}
+
+// A stream of commands, encoded back to back, with the offset where each starts (and the end).
+struct stream {
+  std::string payload;
+  std::vector<std::size_t> offsets{0};
+  void add(std::initializer_list<std::string_view> args) {
+    bench::encode(payload, args);
+    offsets.push_back(payload.size());
+  }
+  std::size_t size() const { return offsets.size() - 1; }
+};
+
+constexpr std::size_t ceiling_keys = 4096;  // commands per phase of a ceiling run
+
+// Depth N: the commands go out N per write, and two writes are in flight (the next N are written as
+// soon as the previous N are all answered), so the server always has a full batch waiting while it
+// works on another: between N and 2N commands unanswered, never an idle round trip.
+std::pair<std::size_t, std::size_t> window_of(int depth) {
+  auto d = static_cast<std::size_t>(depth);
+  return {2 * d, d};
+}
+
+// PINGs, pipelined `depth` deep (see window_of), one connection.
+row ceiling_ping_depth(bench_ctx& x, bench::raw_conn& rc, int depth) {
+  stream s;
+  for (std::size_t i = 0; i < ceiling_keys; ++i) s.add({"PING"});
+  std::vector<float> lat;
+  auto [W, C] = window_of(depth);
+  auto run = [&](double secs, bool record) {
+    auto end = steady::now() + std::chrono::duration<double>(secs);
+    long long n = 0;
+    while (steady::now() < end) {
+      auto t = bench::pump(rc, s.payload, s.offsets, W, C, record ? &lat : nullptr);
+      if (t.status != s.size()) throw std::runtime_error("ceiling: PING did not answer PONG");
+      n += static_cast<long long>(s.size());
+    }
+    return n;
+  };
+  run(x.warm_s, false);
+  auto a = take(x, nullptr);
+  auto n = run(x.ceiling_s, true);
+  auto b = take(x, nullptr);
+  row r;
+  r.name = "ceiling-ping-d" + std::to_string(depth);
+  fill_common(r, a, b, static_cast<double>(n));
+  r.rt_per_op = 1;
+  fill_latency(r, lat);
+  r.num("depth", depth);
+  return r;
+}
+
+struct pair_rows {
+  row acquire, release, pair;
+};
+
+// The exact scripts redlease sends (same arguments, same sizes), pipelined `depth` deep (see
+// window_of), on 4,096 distinct keys: a phase of 4,096 acquisitions (every one succeeds: the keys are free),
+// then a phase of the 4,096 releases (every one frees its key), and again. Each phase is timed from
+// its first write to its last reply (the window drains between phases: one round trip per 4,096
+// commands). Acquire rate = acquisitions / time in acquire phases, release rate likewise, pair rate
+// = pairs / (both times) = 1 / (1/acquire + 1/release).
+pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex) {
+  stream acq, rel;
+  const std::string lease = "30000";
+  for (std::size_t i = 0; i < ceiling_keys; ++i) {
+    std::string key = x.prefix + (mutex ? "ceil-mutex:" : "ceil:") + std::to_string(depth) + ":" + std::to_string(i);
+    std::string ch = channel_of(key, mutex);
+    if (mutex) {
+      char token[40];  // random_token(): 32 hex characters
+      std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
+      acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
+      rel.add({"EVALSHA", lua::mutex_release.sha1, "2", key, ch, token});
+    } else {
+      std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
+      acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
+      rel.add({"EVALSHA", lua::release.sha1, "2", key, ch, "0", lease, field, "1", "0"});
+    }
+  }
+  const std::size_t k = acq.size();
+  auto [W, C] = window_of(depth);
+  std::vector<float> lat_a, lat_r;
+  double t_acq = 0, t_rel = 0;
+  auto run = [&](double secs, bool record) {
+    auto end = steady::now() + std::chrono::duration<double>(secs);
+    long long n = 0;
+    while (steady::now() < end) {
+      auto t0 = steady::now();
+      auto ta = bench::pump(rc, acq.payload, acq.offsets, W, C, record ? &lat_a : nullptr);
+      auto t1 = steady::now();
+      auto tr = bench::pump(rc, rel.payload, rel.offsets, W, C, record ? &lat_r : nullptr);
+      auto t2 = steady::now();
+      if (ta.nil != k)
+        throw std::runtime_error("ceiling: acquire script did not acquire: " +
+                                 (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
+      if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
+        throw std::runtime_error("ceiling: release script did not free: " + tr.first_error);
+      if (record) {
+        t_acq += secs_between(t0, t1);
+        t_rel += secs_between(t1, t2);
+      }
+      n += static_cast<long long>(k);
+    }
+    return n;
+  };
+  run(x.warm_s, false);
+  auto a = take(x, nullptr);
+  auto n = static_cast<double>(run(x.ceiling_s, true));
+  auto b = take(x, nullptr);
+  std::string base = std::string("ceiling-") + (mutex ? "mutex-" : "");
+  std::string sfx = "-d" + std::to_string(depth);
+  pair_rows out;
+  out.pair.name = base + "pair" + sfx;
+  fill_common(out.pair, a, b, n);  // CPU per pair: over the whole run
+  out.pair.ops_per_s = n / (t_acq + t_rel);
+  out.pair.rt_per_op = 2;
+  // pair latency: a pair costs one acquire and one release, each waiting behind depth-1 others
+  out.pair.p50_us = bench::percentile(lat_a, 0.5) + bench::percentile(lat_r, 0.5);
+  out.pair.p99_us = bench::percentile(lat_a, 0.99) + bench::percentile(lat_r, 0.99);
+  out.pair.num("depth", depth);
+  out.acquire.name = base + "acquire" + sfx;
+  out.acquire.ops_per_s = n / t_acq;
+  out.acquire.rt_per_op = 1;
+  fill_latency(out.acquire, lat_a);
+  out.acquire.num("depth", depth);
+  out.release.name = base + "release" + sfx;
+  out.release.ops_per_s = n / t_rel;
+  out.release.rt_per_op = 1;
+  fill_latency(out.release, lat_r);
+  out.release.num("depth", depth);
+  return out;
+}
+
+void measure_ceiling(bench_ctx& x) {
+  bench::raw_conn rc(x.cfg);
+  // The library sends EVALSHA: load the scripts first, and check the hashes match.
+  for (const auto* s : {&lua::acquire, &lua::release, &lua::mutex_acquire, &lua::mutex_release, &lua::renew}) {
+    auto r = rc.command({"SCRIPT", "LOAD", s->body});
+    if (r.str != s->sha1) throw std::runtime_error("SCRIPT LOAD " + std::string(s->name) + ": unexpected " + r.str);
+  }
+  auto seq = ceiling_ping_seq(x, rc);
+  x.floor_rt_per_s = seq.ops_per_s;
+  x.floor_rtt_us = 1e6 / seq.ops_per_s;
+  auto p16 = ceiling_ping_depth(x, rc, 16);
+  auto p64 = ceiling_ping_depth(x, rc, 64);
+  auto p256 = ceiling_ping_depth(x, rc, 256);
+  // The same with a busy-polling client (no sleep in recv): on a VM, waking a sleeping vCPU can
+  // cost more than the round trip itself; the ceiling is the best of both.
+  rc.set_spin(true);
+  auto seq_spin = ceiling_ping_seq(x, rc);
+  seq_spin.name += "-spin";
+  rc.set_spin(false);
+  auto r16 = ceiling_pairs(x, rc, 16, false);
+  auto r64 = ceiling_pairs(x, rc, 64, false);
+  auto r256 = ceiling_pairs(x, rc, 256, false);
+  auto m16 = ceiling_pairs(x, rc, 16, true);
+  auto m64 = ceiling_pairs(x, rc, 64, true);
+  auto m256 = ceiling_pairs(x, rc, 256, true);
+  rc.set_spin(true);
+  auto r256s = ceiling_pairs(x, rc, 256, false);
+  auto m256s = ceiling_pairs(x, rc, 256, true);
+  rc.set_spin(false);
+  for (auto* p : {&r256s, &m256s})
+    for (auto* r : {&p->acquire, &p->release, &p->pair}) r->name += "-spin";
+  x.spin_floor_rt_per_s = seq_spin.ops_per_s;
+  x.pair_ceiling = std::max({r16.pair.ops_per_s, r64.pair.ops_per_s, r256.pair.ops_per_s, r256s.pair.ops_per_s});
+  x.mutex_pair_ceiling =
+      std::max({m16.pair.ops_per_s, m64.pair.ops_per_s, m256.pair.ops_per_s, m256s.pair.ops_per_s});
+  if (!x.opt.json) {
+    std::cout << "\nCeiling: raw commands on one connection, no lock logic; depth N = N per write, 2 writes in flight\n"
+                 "(requests/s, per-command latency p50)\n";
+    std::cout << "  sequential PING round trip (floor): " << grouped(seq.ops_per_s) << " round trips/s, p50 "
+              << fmt("%.1f", seq.p50_us) << " us, p99 " << fmt("%.1f", seq.p99_us) << " us\n";
+    auto line = [](const std::string& what, const row& a, const row& b, const row& c) {
+      std::cout << "  " << pad(what, 20, true);
+      for (auto* r : {&a, &b, &c})
+        std::cout << pad(grouped(r->ops_per_s), 11) << "/s (" << pad(fmt("%.0f", r->p50_us), 4) << " us)";
+      std::cout << "\n";
+    };
+    std::cout << "  " << pad("", 20) << pad("depth 16", 20) << pad("depth 64", 20) << pad("depth 256", 20) << "\n";
+    line("PING", p16, p64, p256);
+    line("acquire.lua", r16.acquire, r64.acquire, r256.acquire);
+    line("release.lua", r16.release, r64.release, r256.release);
+    line("reentrant pair", r16.pair, r64.pair, r256.pair);
+    line("mutex_acquire.lua", m16.acquire, m64.acquire, m256.acquire);
+    line("mutex_release.lua", m16.release, m64.release, m256.release);
+    line("mutex pair", m16.pair, m64.pair, m256.pair);
+    std::cout << "  busy-polling client: sequential PING " << grouped(seq_spin.ops_per_s) << " round trips/s (p50 "
+              << fmt("%.1f", seq_spin.p50_us) << " us); depth 256 reentrant pair " << grouped(r256s.pair.ops_per_s)
+              << "/s, mutex pair " << grouped(m256s.pair.ops_per_s) << "/s\n";
+    std::cout << "  pair ceilings used below (best depth): reentrant " << grouped(x.pair_ceiling) << "/s, mutex "
+              << grouped(x.mutex_pair_ceiling) << "/s; sequential floor " << grouped(x.floor_rt_per_s / 2)
+              << " pairs/s" << std::endl;
+  }
+  for (auto* r : {&seq, &p16, &p64, &p256, &r16.acquire, &r16.release, &r16.pair, &r64.acquire, &r64.release,
+                  &r64.pair, &r256.acquire, &r256.release, &r256.pair, &m16.acquire, &m16.release, &m16.pair,
+                  &m64.acquire, &m64.release, &m64.pair, &m256.acquire, &m256.release, &m256.pair, &seq_spin,
+                  &r256s.acquire, &r256s.release, &r256s.pair, &m256s.acquire, &m256s.release, &m256s.pair})
+    emit(x, std::move(*r));
+}
+
+// ---- B1, B2-sync: threads calling lock()/unlock() ----------------------------------------------
+
+struct thread_results {
+  long long ops = 0;
+  std::vector<float> lat;
+};
+
+// Runs `threads` threads for `secs`; `body(t, stop, out)` loops until `stop`. Snapshots around the
+// measured run are taken by the caller through `before` / `after`.
+template <class Body>
+std::vector<thread_results> run_threads(int threads, double secs, Body body, const std::function<void()>& before,
+                                        const std::function<void()>& after) {
+  std::vector<thread_results> res(static_cast<std::size_t>(threads));
+  std::atomic<bool> stop{false};
+  std::latch ready(threads + 1);
+  std::vector<std::thread> ts;
+  std::mutex err_mu;
+  std::string error;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      ready.arrive_and_wait();
+      try {
+        body(t, stop, res[static_cast<std::size_t>(t)]);
+      } catch (const std::exception& e) {
+        std::lock_guard g(err_mu);
+        if (error.empty()) error = e.what();
+        stop = true;
+      }
+    });
+  if (before) before();
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+  stop = true;
+  for (auto& t : ts) t.join();
+  if (after) after();
+  if (!error.empty()) throw std::runtime_error(error);
+  return res;
+}
+
+template <bool Mutex>
+auto make_lock(client& c, const std::string& name) {
+  if constexpr (Mutex) return c.mutex(name);
+  else return c.lock(name);
+}
+
+template <bool Mutex>
+row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key) {
+  row r;
+  r.name = name;
+  client c{x.cfg};
+  c.ping();
+  auto body = [&](int t, std::atomic<bool>& stop, thread_results& out) {
+    auto l = make_lock<Mutex>(c, x.prefix + name + ":" + (one_key ? std::string("k") : std::to_string(t)));
+    out.lat.reserve(1 << 18);
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto t0 = steady::now();
+      l.lock();
+      l.unlock();
+      out.lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0).count());
+      ++out.ops;
+    }
+  };
+  run_threads(threads, x.warm_s, body, nullptr, nullptr);
+  snap a, b;
+  auto res = run_threads(threads, x.case_s, body, [&] { a = take(x, &c); }, [&] { b = take(x, &c); });
+  std::vector<float> lat;
+  double ops = 0;
+  for (auto& t : res) {
+    ops += static_cast<double>(t.ops);
+    lat.insert(lat.end(), t.lat.begin(), t.lat.end());
+  }
+  fill_common(r, a, b, ops);
+  fill_latency(r, lat);
+  r.num("threads", threads);
+  return r;
+}
+
+// ---- B2-async: many owners on the client's own I/O thread --------------------------------------
+
+template <bool Mutex>
+row async_pairs(bench_ctx& x, const std::string& name, int owners) {
+  row r;
+  r.name = name;
+  client c{x.cfg};
+  c.ping();
+  using lock_t = decltype(make_lock<Mutex>(c, ""));
+  std::vector<lock_t> locks;
+  std::vector<owner_id> ids;
+  for (int i = 0; i < owners; ++i) {
+    locks.push_back(make_lock<Mutex>(c, x.prefix + name + ":" + std::to_string(i)));
+    ids.push_back(c.new_owner());
+  }
+  // Everything below but the launch runs on the client's I/O thread (the handlers' executor).
+  struct state {
+    std::atomic<bool> stop{false};
+    std::atomic<int> live{0};
+    std::promise<void> done;
+    std::vector<steady::time_point> t0;
+    std::vector<float> lat;
+    long long pairs = 0;
+    bool record = false;
+    std::string error;
+  };
+  std::function<void(std::size_t)> step;
+  state* st = nullptr;
+  step = [&](std::size_t i) {
+    if (st->stop.load(std::memory_order_relaxed)) {
+      if (st->live.fetch_sub(1) == 1) st->done.set_value();
+      return;
+    }
+    st->t0[i] = steady::now();
+    locks[i].async_lock(ids[i], [&, i](std::error_code ec) {
+      if (ec) {
+        if (st->error.empty()) st->error = "async_lock: " + ec.message();
+        st->stop = true;
+        return step(i);
+      }
+      locks[i].async_unlock(ids[i], [&, i](std::error_code ec2) {
+        if (ec2 && st->error.empty()) st->error = "async_unlock: " + ec2.message();
+        if (ec2) st->stop = true;
+        if (st->record) st->lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - st->t0[i]).count());
+        ++st->pairs;
+        step(i);
+      });
+    });
+  };
+  auto run = [&](double secs, bool record, snap* a, snap* b) {
+    state s;
+    s.t0.resize(static_cast<std::size_t>(owners));
+    s.record = record;
+    if (record) s.lat.reserve(1 << 20);
+    s.live = owners;
+    st = &s;
+    auto fut = s.done.get_future();
+    if (a) *a = take(x, &c);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(owners); ++i) step(i);
+    std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+    s.stop = true;
+    fut.wait();
+    if (b) *b = take(x, &c);
+    if (!s.error.empty()) throw std::runtime_error(s.error);
+    return std::make_pair(s.pairs, std::move(s.lat));
+  };
+  run(x.warm_s, false, nullptr, nullptr);
+  snap a, b;
+  auto [pairs, lat] = run(x.case_s, true, &a, &b);
+  fill_common(r, a, b, static_cast<double>(pairs));
+  fill_latency(r, lat);
+  r.num("owners", owners);
+  return r;
+}
+
+// ---- B3, B3t: contention on one key ------------------------------------------------------------
+
+row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::microseconds hold,
+              std::chrono::milliseconds pause) {
+  row r;
+  r.name = name;
+  client c{x.cfg};
+  c.ping();
+  const std::string key = x.prefix + name;
+  struct per_owner {
+    long long acquisitions = 0;
+    long long to_other = 0;  // acquisitions whose previous holder was another owner
+    double hold_s = 0;
+    std::vector<float> gaps;
+  };
+  std::atomic<long long> last_release_ns{0};
+  std::atomic<int> last_owner{-1};
+  std::vector<per_owner> po;
+  std::mutex err_mu;
+  std::string error;
+  auto run = [&](double secs, snap* a, snap* b) {
+    po.assign(static_cast<std::size_t>(owners), {});
+    last_release_ns = 0;
+    last_owner = -1;
+    std::atomic<bool> stop{false};
+    std::latch ready(owners + 1);
+    std::vector<std::thread> ts;
+    for (int t = 0; t < owners; ++t) {
+      ts.emplace_back([&, t] {
+        auto& me = po[static_cast<std::size_t>(t)];
+        me.gaps.reserve(1 << 16);
+        auto l = c.lock(key);
+        ready.arrive_and_wait();
+        try {
+          while (!stop.load(std::memory_order_relaxed)) {
+            l.lock();
+            auto got = steady::now();
+            long long rel = last_release_ns.load();
+            int prev = last_owner.load();
+            if (rel != 0) me.gaps.push_back(static_cast<float>((got.time_since_epoch().count() - rel) / 1000.0));
+            if (prev >= 0 && prev != t) ++me.to_other;
+            ++me.acquisitions;
+            std::this_thread::sleep_for(hold);
+            auto released = steady::now();
+            me.hold_s += secs_between(got, released);
+            last_owner.store(t);
+            last_release_ns.store(released.time_since_epoch().count());
+            l.unlock();
+            if (pause.count() > 0) std::this_thread::sleep_for(pause);
+          }
+        } catch (const std::exception& e) {
+          std::lock_guard g(err_mu);
+          if (error.empty()) error = e.what();
+          stop = true;
+        }
+      });
+    }
+    if (a) *a = take(x, &c);
+    ready.arrive_and_wait();
+    std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+    stop = true;
+    for (auto& t : ts) t.join();
+    if (b) *b = take(x, &c);
+    if (!error.empty()) throw std::runtime_error(error);
+  };
+  run(x.warm_s, nullptr, nullptr);
+  snap a, b;
+  run(x.case_s, &a, &b);
+  double acq = 0, other = 0, hold_s = 0;
+  long long mn = -1, mx = 0;
+  std::vector<float> gaps;
+  for (auto& p : po) {
+    acq += static_cast<double>(p.acquisitions);
+    other += static_cast<double>(p.to_other);
+    hold_s += p.hold_s;
+    mn = mn < 0 ? p.acquisitions : std::min(mn, p.acquisitions);
+    mx = std::max(mx, p.acquisitions);
+    gaps.insert(gaps.end(), p.gaps.begin(), p.gaps.end());
+  }
+  fill_common(r, a, b, acq);
+  r.num("gap_p90_us", bench::percentile(gaps, 0.9));
+  r.num("gap_max_us", gaps.empty() ? 0.0 : *std::max_element(gaps.begin(), gaps.end()));
+  fill_latency(r, gaps);  // p50/p99 of the hand-off gap: release call -> next acquire returns
+  double hold_mean_us = acq > 0 ? hold_s * 1e6 / acq : 0;
+  double handoffs = std::max(1.0, acq - 1);
+  r.num("owners", owners);
+  r.num("hold_us", hold_mean_us);
+  r.num("pause_ms", static_cast<double>(pause.count()));
+  r.num("gap_p50_rtt", r.p50_us / x.floor_rtt_us);
+  r.num("gap_p99_rtt", r.p99_us / x.floor_rtt_us);
+  if (x.spin_floor_rt_per_s > 0) r.num("gap_p50_rtt_spin_floor", r.p50_us * x.spin_floor_rt_per_s / 1e6);
+  r.num("handoff_to_other_share", other / handoffs);
+  r.num("acq_per_owner_min", static_cast<double>(mn));
+  r.num("acq_per_owner_max", static_cast<double>(mx));
+  r.note = "gap p50 " + fmt("%.1f", r.p50_us / x.floor_rtt_us) + " RT; to other " +
+           fmt("%.0f%%", 100 * other / handoffs) + "; per owner " + std::to_string(mn) + ".." + std::to_string(mx) +
+           "; hold " + fmt("%.0f", hold_mean_us) + " us";
+  if (pause.count() > 0) {
+    // The best a hand-off can do: the release goes out (1/2 RT), the server publishes (1/2 RT), the
+    // woken waiter's acquire makes one round trip: 2 sequential round trips per hand-off.
+    r.has_ceiling = true;
+    r.ceiling = 1e6 / (hold_mean_us + 2 * x.floor_rtt_us);
+    r.ratio = r.ops_per_s / r.ceiling;
+    r.num("bound_gap_us", 2 * x.floor_rtt_us);
+  }
+  return r;
+}
+
+// ---- B4: the watchdog at scale -----------------------------------------------------------------
+
+row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double window_s, double idle_redis_pct) {
+  row r;
+  r.name = name;
+  auto cfg = x.cfg;
+  cfg.watchdog_timeout = 3000ms;
+  const double interval_s = 1.0;  // watchdog_timeout / 3
+  auto key = [&](std::size_t i) { return x.prefix + name + ":" + std::to_string(i); };
+  std::atomic<long long> lost{0};
+  std::size_t heap0 = 0, rss0 = 0, heap1 = 0, rss1 = 0;
+  std::vector<float> acq_lat;
+  double acquire_s = 0;
+  snap a, b;
+  client_stats end_stats;
+  long long min_ttl = -1;
+  {
+    client c{cfg};
+    c.ping();
+    { // warm the client's paths (and allocator) before the memory baseline
+      auto l = c.lock(x.prefix + name + ":warm");
+      l.lock();
+      l.unlock();
+    }
+    heap0 = bench::heap_in_use();
+    rss0 = bench::rss_bytes();
+    // Acquire all: 1,000 async acquisitions in flight, each completion starting the next.
+    const owner_id owner = c.new_owner();
+    std::atomic<std::size_t> next{0};
+    std::atomic<int> live{0};
+    std::promise<void> done;
+    std::string error;
+    std::vector<steady::time_point> t0(n);
+    acq_lat.resize(n);
+    std::function<void()> chain = [&] {
+      std::size_t i = next.fetch_add(1);
+      if (i >= n) {
+        if (live.fetch_sub(1) == 1) done.set_value();
+        return;
+      }
+      auto l = c.lock(key(i));
+      l.on_lost([&](const lost_info&) { ++lost; });
+      t0[i] = steady::now();
+      l.async_lock(owner, [&, i](std::error_code ec) {
+        acq_lat[i] = std::chrono::duration<float, std::micro>(steady::now() - t0[i]).count();
+        if (ec && error.empty()) error = "async_lock: " + ec.message();
+        chain();
+      });
+    };
+    const int window = static_cast<int>(std::min<std::size_t>(1000, n));
+    live = window;
+    auto fut = done.get_future();
+    auto ta = steady::now();
+    for (int w = 0; w < window; ++w) chain();
+    fut.wait();
+    acquire_s = secs_between(ta, steady::now());
+    if (!error.empty()) throw std::runtime_error(error);
+    std::vector<steady::time_point>().swap(t0);
+
+    // Hold them: the watchdog alone talks to the server. Sample a few keys' TTL meanwhile.
+    a = take(x, &c);
+    auto end = a.t + std::chrono::duration<double>(window_s);
+    std::size_t nsample = std::min<std::size_t>(n, 64);
+    // One PTTL pass over 64 spread keys every 200 ms; the minimum is the watchdog's safety margin.
+    std::string sample;
+    for (std::size_t i = 0; i < nsample; ++i) bench::encode(sample, {"PTTL", key(i * n / nsample)});
+    auto sample_once = [&] {
+      x.meter->send(sample);
+      auto t = x.meter->read(nsample);
+      if (t.integer == nsample && (min_ttl < 0 || t.int_min < min_ttl)) min_ttl = t.int_min;
+    };
+    while (steady::now() < end) {
+      sample_once();
+      std::this_thread::sleep_for(std::min<steady::duration>(200ms, std::chrono::duration_cast<steady::duration>(end - steady::now())));
+    }
+    b = take(x, &c);
+    heap1 = bench::heap_in_use();
+    rss1 = bench::rss_bytes();
+    end_stats = c.stats();
+  }  // the client closes: no more renewals
+
+  // Every key still there? EXISTS over all of them, 1,000 keys per command, all in one write.
+  std::string q;
+  std::size_t cmds = 0;
+  for (std::size_t i = 0; i < n; i += 1000) {
+    std::vector<std::string> args{"EXISTS"};
+    for (std::size_t j = i; j < std::min(n, i + 1000); ++j) args.push_back(key(j));
+    bench::encode(q, args);
+    ++cmds;
+  }
+  x.meter->send(q);
+  auto alive = x.meter->read(cmds).int_sum;
+  // Clean up.
+  std::string del;
+  for (std::size_t i = 0; i < n; i += 1000) {
+    std::vector<std::string> args{"DEL"};
+    for (std::size_t j = i; j < std::min(n, i + 1000); ++j) args.push_back(key(j));
+    bench::encode(del, args);
+  }
+  bench::encode(del, {"DEL", x.prefix + name + ":warm"});
+  x.meter->send(del);
+  x.meter->read(cmds + 1);
+
+  double secs = secs_between(a.t, b.t);
+  double renew_calls = static_cast<double>(b.st.renew_calls - a.st.renew_calls);
+  double renewed = static_cast<double>(b.st.renewed_locks - a.st.renewed_locks);
+  fill_common(r, a, b, renewed);  // an op here is one lock renewal
+  fill_latency(r, acq_lat);       // p50/p99: acquisition latency while taking them (1,000 in flight)
+  double intervals = secs / interval_s;
+  double nd = static_cast<double>(n);
+  r.num("locks", nd);
+  r.num("alive", static_cast<double>(alive));
+  r.num("watched", static_cast<double>(end_stats.watched_locks));
+  r.num("lost", static_cast<double>(lost.load()));
+  r.num("round_trips_per_interval", (static_cast<double>(b.st.commands - a.st.commands)) / intervals);
+  r.num("renew_calls_per_interval", renew_calls / intervals);
+  r.num("renewals_per_lock_per_interval", renewed / nd / intervals);
+  r.num("bytes_per_lock", (static_cast<double>(heap1) - static_cast<double>(heap0)) / nd);
+  r.num("rss_bytes_per_lock", (static_cast<double>(rss1) - static_cast<double>(rss0)) / nd);
+  r.num("min_ttl_ms", static_cast<double>(min_ttl));
+  r.num("acquire_per_s", nd / acquire_s);
+  r.num("redis_idle_cpu_pct", idle_redis_pct);
+  r.num("window_s", secs);
+  r.note = grouped(nd) + " locks: " + fmt("%.0f", r.get("round_trips_per_interval")) + " RT/interval, redis " +
+           fmt("%.1f%%", r.get("redis_cpu_pct")) + " (idle " + fmt("%.1f%%", idle_redis_pct) + "), client " +
+           fmt("%.1f%%", r.get("client_cpu_pct")) + ", " + fmt("%.0f", r.get("bytes_per_lock")) + " B/lock heap (" +
+           fmt("%.0f", r.get("rss_bytes_per_lock")) + " RSS), alive " + grouped(static_cast<double>(alive)) +
+           ", min TTL " + std::to_string(min_ttl) + " ms";
+  return r;
+}
+
+double idle_redis_cpu_pct(bench_ctx& x, double secs) {
+  auto a = take(x, nullptr);
+  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+  auto b = take(x, nullptr);
+  return 100 * (b.redis - a.redis) / secs_between(a.t, b.t);
+}
+
+// ---- validation (--check): shape and sanity, never timing --------------------------------------
+
+bool check_rows(const bench_ctx& x, std::vector<std::string> expected, std::string& why) {
+  std::ostringstream out;
+  for (auto& r : x.rows) {
+    if (!r.error.empty()) out << r.name << ": error " << r.error << "; ";
+    if (!(r.ops_per_s > 0)) out << r.name << ": ops_per_s " << r.ops_per_s << "; ";
+    if (!(r.p50_us > 0) || !(r.p99_us >= r.p50_us)) out << r.name << ": p50/p99 " << r.p50_us << "/" << r.p99_us << "; ";
+    if (!(r.rt_per_op > 0)) out << r.name << ": round_trips_per_op " << r.rt_per_op << "; ";
+    if (r.has_ceiling && !(r.ceiling > 0 && r.ratio > 0)) out << r.name << ": ceiling/ratio; ";
+    if (r.name.rfind("B4", 0) == 0) {
+      double locks = r.get("locks");
+      if (r.get("alive") != locks) out << r.name << ": alive " << r.get("alive") << " of " << locks << "; ";
+      if (r.get("watched") != locks) out << r.name << ": watched " << r.get("watched") << " of " << locks << "; ";
+      if (r.get("lost") != 0) out << r.name << ": lost " << r.get("lost") << "; ";
+      if (!(r.get("round_trips_per_interval") > 0)) out << r.name << ": no renewals; ";
+      if (!(r.get("min_ttl_ms") > 0)) out << r.name << ": min TTL " << r.get("min_ttl_ms") << "; ";
+    }
+    if (r.name.rfind("B3", 0) == 0 && !(r.get("handoff_to_other_share") >= 0)) out << r.name << ": hand-offs; ";
+  }
+  for (auto& e : expected) {
+    bool found = std::any_of(x.rows.begin(), x.rows.end(), [&](const row& r) { return r.name == e; });
+    if (!found) out << e << ": missing; ";
+  }
+  why = out.str();
+  return why.empty();
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      return p == std::string::npos ? line : line.substr(p + 2);
+    }
+  return "unknown";
+}
+
+std::string hex_id() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+int run_bench(options opt) {
+  std::unique_ptr<test::redis_server> server;
+  std::string url = opt.url;
+  if (url.empty()) {
+    if (!test::redis_server::available()) {
+      std::cerr << "redlease bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
+      return exit_code::unavailable;
+    }
+    test::server_options o;
+    o.unix_socket = false;
+    server = std::make_unique<test::redis_server>(o);
+    url = server->url();
+  }
+  bench_ctx x;
+  x.opt = opt;
+  x.cfg = make_config(url);
+  x.cfg.client_name = "redlease-bench";
+  if (opt.quick) {
+    x.case_s = 1;
+    x.warm_s = 0.1;
+    x.ceiling_s = 0.3;
+  }
+  if (opt.seconds > 0) x.case_s = opt.seconds;
+  auto id = hex_id();
+  x.prefix = "redlease-bench:" + id + ":";
+  x.fake_uuid = id.substr(0, 8) + "-0000-4000-8000-" + id.substr(4, 12);
+  x.meter = std::make_unique<bench::raw_conn>(x.cfg);
+  std::string version = bench::info_field(*x.meter, "server", "redis_version");
+  {
+    client probe{x.cfg};
+    probe.ping();
+  }
+  if (!opt.json) {
+    std::cout << "redlease bench" << (opt.quick ? " --quick" : "") << ": redis " << version << " at "
+              << x.cfg.redacted_url() << (server ? " (private, no persistence)" : "") << "; "
+              << std::thread::hardware_concurrency() << " CPUs (" << cpu_model() << "); " << x.case_s
+              << " s per case\n";
+  }
+
+  if (!opt.no_ceiling) {
+    measure_ceiling(x);
+  } else {
+    x.floor_rtt_us = 50;  // placeholder for the RT-unit figures
+    x.floor_rt_per_s = x.pair_ceiling = x.mutex_pair_ceiling = 1;
+    if (!opt.json) std::cout << "(ceiling skipped: ratios are meaningless)\npair ceilings used below: none" << std::endl;
+  }
+  for (auto& r : x.rows)
+    if (r.name == "ceiling-ping-seq") {
+      r.strs.emplace_back("redis_version", version);
+      r.num("nproc", std::thread::hardware_concurrency());
+    }
+
+  auto attempt = [&](const std::string& name, auto&& fn) {
+    if (!x.wanted(name)) return;
+    row r;
+    try {
+      r = fn();
+    } catch (const std::exception& e) {
+      r = row{};
+      r.name = name;
+      r.error = e.what();
+    }
+    emit(x, std::move(r));
+  };
+  std::vector<std::string> expected;
+  auto want = [&](const std::string& name) {
+    if (x.wanted(name)) expected.push_back(name);
+  };
+
+  want("B1");
+  attempt("B1", [&] {
+    auto r = sync_pairs<false>(x, "B1", 1, true);
+    r.has_ceiling = true;
+    r.ceiling = x.floor_rt_per_s / 2;
+    r.ratio = r.ops_per_s / r.ceiling;
+    if (x.spin_floor_rt_per_s > 0) r.num("ratio_vs_spin_floor", r.ops_per_s / (x.spin_floor_rt_per_s / 2));
+    r.note = "vs sequential floor (2 RT per pair); " + fmt("%.2f", r.get("ratio_vs_spin_floor")) +
+             " vs a busy-polling floor";
+    return r;
+  });
+  auto vs = [&](row r, double ceiling, const char* what) {
+    r.has_ceiling = true;
+    r.ceiling = ceiling;
+    r.ratio = r.ops_per_s / ceiling;
+    r.note = std::string("vs ") + what + "; " + fmt("%.1f", r.get("commands_per_write")) + " cmds/write";
+    return r;
+  };
+  for (const char* n : {"B2-sync-reentrant", "B2-async-reentrant", "B2-sync-mutex", "B2-async-mutex"}) want(n);
+  attempt("B2-sync-reentrant", [&] { return vs(sync_pairs<false>(x, "B2-sync-reentrant", 16, false), x.pair_ceiling, "pair ceiling"); });
+  attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
+  attempt("B2-sync-mutex", [&] { return vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, "mutex ceiling"); });
+  attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
+  want("B3");
+  want("B3t");
+  attempt("B3", [&] { return contended(x, "B3", 16, 1000us, 0ms); });
+  attempt("B3t", [&] { return contended(x, "B3t", 16, 1000us, 10ms); });
+
+  std::vector<std::pair<std::string, std::size_t>> b4;
+  if (opt.quick) b4 = {{"B4-1k", 1000}, {"B4-10k", 10000}};
+  else b4 = {{"B4-1k", 1000}, {"B4-100k", 100000}};
+  double window = opt.quick ? 3 : 10;
+  bool any_b4 = std::any_of(b4.begin(), b4.end(), [&](auto& p) { return x.wanted(p.first); });
+  double idle = any_b4 ? idle_redis_cpu_pct(x, opt.quick ? 0.5 : 1.0) : 0;
+  for (auto& [name, n] : b4) {
+    want(name);
+    attempt(name, [&, name = name, n = n] { return watchdog_scale(x, name, n, window, idle); });
+  }
+
+  if (!opt.json) std::cout << "\nRT = commands sent by the client (both connections) per op. CPU per op: process "
+                              "(all threads) and redis-server (INFO cpu), over the measured run.\n";
+  if (opt.check) {
+    std::string why;
+    if (!check_rows(x, expected, why)) {
+      std::cerr << "redlease bench --check: FAILED: " << why << "\n";
+      return 1;
+    }
+    std::cerr << "redlease bench --check: ok (" << x.rows.size() << " rows)\n";
+  }
+  return exit_code::ok;
+}
+
+}  // namespace
 
 void setup_bench(CLI::App& app, action_t& action) {
-  auto* cmd = app.add_subcommand("bench", "Benchmarks against the Redis server's own ceiling (not yet implemented)");
-  cmd->callback([&action] {
-    action = [] {
-      std::cerr << "redlease bench: not implemented yet\n";
-      return exit_code::software;
-    };
-  });
+  auto* cmd = app.add_subcommand(
+      "bench", "Measure lock throughput, latency and cost against the Redis server's own ceiling "
+               "(starts a private redis-server unless --redis)");
+  auto opt = std::make_shared<options>();
+  cmd->add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
+  cmd->add_flag("--json", opt->json, "One JSON object per line per case");
+  cmd->add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
+  cmd->add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
+                                       "alive); exit 1 otherwise. Asserts no timing");
+  cmd->add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
+                                       "the ceiling always runs");
+  cmd->add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
+  cmd->callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }
 
 }  // namespace redlease::cli

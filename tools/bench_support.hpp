@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: MIT
+// Support for `redlease bench`: a minimal blocking RESP client for the ceiling measurements (no lock
+// logic, no allocation per reply), and the process/server meters every case reads before and after.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redlease/config.hpp"
+
+namespace redlease::cli::bench {
+
+using steady = std::chrono::steady_clock;
+
+/// Appends one RESP command (array of bulk strings).
+void encode(std::string& out, std::initializer_list<std::string_view> args);
+void encode(std::string& out, const std::vector<std::string>& args);
+
+/// What a batch of replies contained.
+struct tally {
+  std::size_t nil = 0;
+  std::size_t integer = 0;
+  std::size_t status = 0;
+  std::size_t bulk = 0;
+  std::size_t array = 0;
+  std::size_t error = 0;
+  long long int_sum = 0;     // sum of the integer replies
+  long long int_min = 0;     // smallest integer reply (0 if none)
+  std::string first_error;   // text of the first error reply
+};
+
+/// One reply of a simple command (INFO, SCRIPT LOAD, EXISTS, ...): top level only.
+struct simple_reply {
+  char type = 0;  // '+', '-', ':', '$', '*', or 'n' for nil
+  long long integer = 0;
+  std::string str;
+};
+
+/// A blocking connection over TCP or a Unix socket (from a redlease config: host/port or
+/// unix_socket, AUTH, SELECT). Writes a whole batch with one send() loop, then reads its replies.
+/// Not thread-safe. Throws std::runtime_error on I/O or protocol errors.
+class raw_conn {
+ public:
+  explicit raw_conn(const config& cfg);
+  ~raw_conn();
+  raw_conn(const raw_conn&) = delete;
+  raw_conn& operator=(const raw_conn&) = delete;
+
+  /// Writes `payload` (any number of encoded commands) completely.
+  void send(std::string_view payload);
+  /// Reads `n` replies and counts them by type (bulk/array contents are skipped, not copied).
+  tally read(std::size_t n);
+  /// Reads the replies already received, at most `max`; waits (one recv) only if none is complete.
+  /// Returns how many were taken, counted into `t`.
+  std::size_t read_some(std::size_t max, tally& t);
+  /// Busy-poll for replies (non-blocking recv in a loop) instead of sleeping in recv: takes the
+  /// client's own wake-up latency out of the measurement (it costs a core while waiting).
+  void set_spin(bool on) { spin_ = on; }
+  /// One command, one reply.
+  simple_reply command(std::initializer_list<std::string_view> args);
+  simple_reply command(const std::vector<std::string>& args);
+
+ private:
+  bool parse(simple_reply* keep, tally* t);  // one reply from the buffer; false if incomplete
+  void fill();                               // one recv() into the buffer
+  int fd_ = -1;
+  bool spin_ = false;
+  std::vector<char> buf_;
+  std::size_t rpos_ = 0, wpos_ = 0;
+};
+
+/// Sends the commands of `payload` (their start offsets in `offsets`, plus the end as the last
+/// element) keeping at most `depth` of them unanswered: the first `depth` go out in one write, then
+/// each read of replies is followed by one write of as many new commands as replies came back.
+/// `sent_at`/`lat_us`, when given, receive each command's latency (reply time - its write time).
+tally pump(raw_conn& c, std::string_view payload, const std::vector<std::size_t>& offsets, std::size_t depth,
+           std::size_t chunk, std::vector<float>* lat_us);
+
+/// CPU seconds of this process (all threads), user + system.
+double process_cpu_seconds();
+/// Context switches of this process (all threads), voluntary + involuntary.
+long long process_context_switches();
+/// Bytes of heap in use (mallinfo2: uordblks + hblkhd).
+std::size_t heap_in_use();
+/// Resident set size in bytes (/proc/self/statm).
+std::size_t rss_bytes();
+
+/// used_cpu_sys + used_cpu_user of the server, in seconds (INFO cpu).
+double redis_cpu_seconds(raw_conn& c);
+/// A field of INFO <section> ("redis_version", ...), empty if absent.
+std::string info_field(raw_conn& c, std::string_view section, std::string_view field);
+
+/// Percentile (0..1) of `v`, which it partially sorts. 0 for an empty vector.
+double percentile(std::vector<float>& v, double p);
+
+}  // namespace redlease::cli::bench
