@@ -44,7 +44,7 @@ std::string lock_channel(std::string_view name, lock_kind kind) {
 
 // ---- state ------------------------------------------------------------------------------------
 
-struct lock_service::hold : watch_entry {
+struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_service::hold> {
   std::string name;
   owner_id owner = 0;
   lock_kind kind = lock_kind::reentrant;
@@ -344,12 +344,11 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   channel_entry& e = *it->second;
   e.waiters.push_back(w.get());
   w->channels.push_back(&e);
-  if (fresh) {
-    c_.sub().add(channel, &e);  // confirmation wakes the waiters (closing the subscribe race)
-  } else if (c_.sub().confirmed(channel)) {
-    // Already subscribed: an unlock may have come between our attempt and joining; try again.
-    waiter_try(w);
-  }
+  // The first waiter subscribes, and the confirmation wakes the waiters: they try again, closing the
+  // race with an unlock published before the subscription existed. A later waiter joins a channel
+  // that other local waiters already listen on: an unlock published meanwhile woke one of them, and
+  // the lock went to someone, so it need not try again before the next message.
+  if (fresh) c_.sub().add(channel, &e);
 }
 
 void lock_service::leave_channels(waiter& w) {
@@ -644,8 +643,7 @@ void lock_service::on_watchdog_timer() {
   std::vector<std::shared_ptr<hold>> batch;
   batch.reserve(due.renew.size());
   for (auto* e : due.renew) {
-    auto* h = static_cast<hold*>(e);
-    batch.push_back(holds_.find(key{h->name, h->owner})->second);
+    batch.push_back(static_cast<hold*>(e)->shared_from_this());
   }
   for (auto* e : due.expired) mark_lost(*static_cast<hold*>(e), lost_reason::expired);
   if (!batch.empty()) send_renewals(std::move(batch));
@@ -660,31 +658,38 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
     std::vector<std::shared_ptr<hold>> batch(all.begin() + static_cast<std::ptrdiff_t>(start),
                                              all.begin() + static_cast<std::ptrdiff_t>(start + n));
     arg_list a;
-    std::size_t bytes = 32;
-    for (auto& h : batch) bytes += h->name.size() + h->id.size() + 32;
+    std::size_t bytes = 32 + n;
+    for (auto& h : batch) bytes += h->name.size() + h->id.size() + 24;
     a.buf.reserve(bytes);
     a.add(static_cast<long long>(n));
     for (auto& h : batch) a.add(h->name);
     a.add(lease);
-    std::string arg;
-    for (auto& h : batch) {
-      arg.assign(1, h->kind == lock_kind::reentrant ? 'h' : 's');
-      arg.append(h->id);
-      a.add(arg);
-    }
+    std::string kinds(n, 'h');
+    for (std::size_t i = 0; i < n; ++i)
+      if (batch[i]->kind == lock_kind::mutex) kinds[i] = 's';
+    a.add(kinds);
+    for (auto& h : batch) a.add(h->id);
     auto sent = clock::now();
     ++c_.renew_calls;
     c_.exec_script(lua::renew, std::move(a),
                    [this, batch = std::move(batch), sent](std::error_code ec, reply r) {
                      if (closed_) return;
-                     bool shaped = !ec && r.is_array() && r.elements.size() == batch.size();
+                     // The reply lists failures only: pairs {1-based index, code}.
+                     std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
+                     if (!ec && r.is_array()) {
+                       for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {
+                         auto i = r.elements[k].integer;
+                         if (i >= 1 && static_cast<std::size_t>(i) <= batch.size())
+                           code[static_cast<std::size_t>(i - 1)] = r.elements[k + 1].integer;
+                       }
+                     }
                      auto now = clock::now();
                      ms retry = std::max<ms>(interval_ / 4, ms(5));
                      for (std::size_t i = 0; i < batch.size(); ++i) {
                        auto& h = *batch[i];
                        h.in_flight = false;
                        if (h.removed || h.lost) continue;
-                       long long res = shaped && r.elements[i].is_integer() ? r.elements[i].integer : -1;
+                       long long res = code[i];
                        if (res == 1) {
                          ++c_.renewed_locks;
                          h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);

@@ -1,35 +1,34 @@
 -- Watchdog: renew a batch of locks in one call.
--- KEYS[i] lock names; ARGV[1] lease in ms; ARGV[i+1] "h<owner field>" for a reentrant hash or
--- "s<token>" for a mutex string.
--- Returns an array, one entry per key: 1 renewed, 0 key gone, 2 held by another owner,
--- 3 key of the wrong type.
-local result = {}
+-- KEYS[i] lock names; ARGV[1] lease in ms; ARGV[2] one letter per key: "h" a reentrant hash (ARGV[i+2]
+-- is the owner field), "s" a mutex string (ARGV[i+2] is the token).
+-- Returns only the failures, as a flat array of pairs {i, code}: 0 key gone, 2 held by another
+-- owner, 3 key of the wrong type. An empty array: every lock renewed.
+-- The common case costs one lookup and one PEXPIRE per key; TYPE runs only for a failure.
+local lease = ARGV[1]
+local kinds = ARGV[2]
+local failed = {}
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local arg = ARGV[i + 1]
-  local kind = string.sub(arg, 1, 1)
-  local id = string.sub(arg, 2)
-  local t = redis.call('type', key).ok
-  if t == 'none' then
-    result[i] = 0
-  elseif kind == 'h' then
-    if t ~= 'hash' then
-      result[i] = 3
-    elseif redis.call('hexists', key, id) == 1 then
-      redis.call('pexpire', key, ARGV[1])
-      result[i] = 1
-    else
-      result[i] = 2
-    end
+  local id = ARGV[i + 2]
+  local hash = string.byte(kinds, i) == 104
+  local mine
+  if hash then
+    mine = redis.pcall('hexists', key, id) == 1
   else
-    if t ~= 'string' then
-      result[i] = 3
-    elseif redis.call('get', key) == id then
-      redis.call('pexpire', key, ARGV[1])
-      result[i] = 1
-    else
-      result[i] = 2
+    mine = redis.pcall('get', key) == id
+  end
+  if mine then
+    redis.call('pexpire', key, lease)
+  else
+    local t = redis.call('type', key).ok
+    local code = 2
+    if t == 'none' then
+      code = 0
+    elseif (hash and t ~= 'hash') or (not hash and t ~= 'string') then
+      code = 3
     end
+    failed[#failed + 1] = i
+    failed[#failed + 1] = code
   end
 end
-return result
+return failed
