@@ -314,6 +314,8 @@ void connection::start_write() {
                            woff_ += n;
                            if (woff_ < wbuf_.size()) return start_write();
                            wbuf_.clear();
+                           // A large burst (a watchdog tick over 100k locks) must not pin its buffer.
+                           if (wbuf_.capacity() > 256 * 1024) std::string().swap(wbuf_);
                            woff_ = 0;
                            flush();
                          });
