@@ -103,7 +103,9 @@ std::string script_payload(const lua_script& s, const arg_list& args, bool full)
 }
 }  // namespace
 
-void client_impl::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent) {
+void client_impl::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent,
+                              bool always_eval) {
+  if (always_eval) return exec(script_payload(s, args, true), std::move(h), idempotent);
   auto payload = script_payload(s, args, false);
   cmd_->submit_here(request{
       std::move(payload),

@@ -84,7 +84,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // Executor only. `h` gets (ec, reply); an error reply is mapped to its code (the reply is kept).
   void exec(std::string payload, reply_handler h, bool idempotent = false);
   // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `args` holds numkeys, keys and arguments.
-  void exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false);
+  // The fallback is a new request at the back of the queue: a call that must run before the
+  // requests queued after it (an undo) passes `always_eval` and goes out as EVAL at once.
+  void exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false,
+                   bool always_eval = false);
 
   connection& cmd() noexcept { return *cmd_; }
   subscriber& sub() noexcept { return *sub_; }

@@ -340,7 +340,9 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
     } else {
       std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
       acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
-      rel.add({"EVALSHA", lua::release.sha1, "2", key, ch, "0", lease, field, "1", "0"});
+      // As the library sends it: a latch key per request (read, not written, by a first attempt).
+      std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(i) + "0123456789abcdef";
+      rel.add({"EVALSHA", lua::release.sha1, "3", key, ch, latch, "0", lease, field, "1", "0", "60000"});
     }
   }
   const std::size_t k = acq.size();

@@ -42,6 +42,15 @@ std::string lock_channel(std::string_view name, lock_kind kind) {
   return out;
 }
 
+std::string latch_key(std::string_view name, std::string_view request) {
+  // Redisson's latch name, so that it shares the lock's cluster slot.
+  std::string out = name.find('{') != std::string_view::npos ? "redisson_unlock_latch:" + std::string(name)
+                                                              : "redisson_unlock_latch:{" + std::string(name) + "}";
+  out.push_back(':');
+  out.append(request);
+  return out;
+}
+
 // ---- state ------------------------------------------------------------------------------------
 
 struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_service::hold> {
@@ -53,6 +62,7 @@ struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_servi
   bool lost = false;
   bool removed = false;
   bool release_in_doubt = false;           // an unlock's reply never came: it may have run
+  std::string doubt_request;               // that unlock's request id, reused by the next one
   std::stop_source stop;
   std::shared_ptr<lost_slot> slot;
 
@@ -115,6 +125,10 @@ lock_service::lock_service(client_impl& c)
 
 lock_service::~lock_service() = default;
 
+// How long a retried release's latch lives: longer than any earlier attempt of it can stay stuck in
+// a dead connection's buffers before the server reads it.
+ms lock_service::latch_ttl() const { return std::max<ms>(ms(60000), 10 * c_.cfg().request_timeout); }
+
 std::string lock_service::field_of(owner_id owner) const {
   std::string f;
   f.reserve(c_.uuid().size() + 21);
@@ -171,22 +185,33 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
 // The reply of an acquisition never came (the connection dropped, or it timed out and may still run
 // late): the script may have granted the lock. Undo that before anyone retries, or the hold would
 // leak (a held mutex, or one level too many). The undo queues behind the attempt on the same
-// connection, so it runs after it.
+// connection, so it runs after it; and it must run before the waiter's next attempt, which is
+// queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
+// would be resent behind that next attempt and could undo it instead.
 void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id) {
   arg_list a;
   if (kind == lock_kind::mutex) {
     // The token is this attempt's alone: delete the key only if it holds it.
     a.add(2LL).add(name).add(lock_channel(name, kind)).add(id);
-    c_.exec_script(lua::mutex_release, std::move(a), [](std::error_code, reply) {});
+    c_.exec_script(lua::mutex_release, std::move(a), [](std::error_code, reply) {}, false, true);
     return;
   }
   // The release script in retry mode with the count the lost acquire would have produced: it
   // decrements only if the server count is that one, and is a no-op if the acquire never ran.
   hold* h = find(name, owner);
   long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
-  a.add(2LL).add(name).add(lock_channel(name, kind)).add("0").add(c_.cfg().watchdog_timeout.count());
-  a.add(id).add(before + 1).add("1");
-  c_.exec_script(lua::release, std::move(a), [](std::error_code, reply) {});
+  a.add(3LL).add(name).add(lock_channel(name, kind)).add(latch_key(name, random_token()));
+  a.add("0").add(c_.cfg().watchdog_timeout.count()).add(id).add(before + 1).add("1").add(latch_ttl().count());
+  c_.exec_script(lua::release, std::move(a), [](std::error_code, reply) {}, false, true);
+}
+
+// A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
+// very late) may already have expired on the server and gone to someone else: it is worth nothing.
+// It is undone (in order, before the next attempt) and treated as contention.
+bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
+  if (clock::now() < sent + w.lease.value_or(c_.cfg().watchdog_timeout)) return false;
+  undo_acquire(w.name, w.kind, w.owner, w.id);
+  return true;
 }
 
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
@@ -219,6 +244,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
             // The first attempt reports errors as they are: an unreachable server fails fast.
             if (ec) return finish_waiter(w, ec, false);
+            if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
               on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
               return finish_waiter(w, {}, true);
@@ -407,6 +433,8 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   w->trying = true;
   w->again = false;
   w->timer.cancel();
+  // A fresh token per attempt: nothing meant for an earlier attempt can touch this one.
+  if (w->kind == lock_kind::mutex) w->id = random_token();
   ms effective = w->lease.value_or(c_.cfg().watchdog_timeout);
   attempt(w->name, w->kind, w->owner, effective, w->id,
           [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) {
@@ -423,6 +451,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
               return waiter_sleep(w, std::nullopt);
             }
             w->last_error.clear();
+            if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
               on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
               return finish_waiter(w, {}, true);
@@ -483,9 +512,11 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   }
   long long expected = h ? static_cast<long long>(h->levels.size()) : 0;
   // An earlier unlock of this hold may have run without our knowing (its reply timed out): this one
-  // goes in retry mode, so the script does not take the same level twice.
+  // continues it, in retry mode and under its request id, so the script does not take the same
+  // level twice.
   int attempt_no = h && h->release_in_doubt ? 1 : 0;
-  release_reentrant(std::move(h), std::move(name), owner, attempt_no, expected, std::move(done));
+  std::string request = attempt_no > 0 ? h->doubt_request : random_token();
+  release_reentrant(std::move(h), std::move(name), owner, attempt_no, expected, std::move(request), std::move(done));
 }
 
 // A release whose reply did not come (the connection dropped, or it timed out and may still run
@@ -526,7 +557,7 @@ void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_h
 }
 
 void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
-                                     long long expected, void_handler done) {
+                                     long long expected, std::string request, void_handler done) {
   // The lease the remaining holds keep if this is not the last one.
   ms lease = c_.cfg().watchdog_timeout;
   if (h && h->levels.size() > 1) {
@@ -535,20 +566,25 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
     if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
   }
   arg_list a;
-  a.add(2LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add("0").add(lease.count());
-  a.add(h ? h->id : field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
+  a.add(3LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add(latch_key(name, request));
+  a.add("0").add(lease.count()).add(h ? h->id : field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
+  a.add(latch_ttl().count());
   c_.exec_script(
       lua::release, std::move(a),
-      [this, h, name = std::move(name), owner, attempt_no, expected, done = std::move(done)](std::error_code ec,
-                                                                                             reply r) mutable {
+      [this, h, name = std::move(name), owner, attempt_no, expected, request = std::move(request),
+       done = std::move(done)](std::error_code ec, reply r) mutable {
         if (release_unknown(ec) && attempt_no < 3 && !closed_) {
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.
-          return release_reentrant(std::move(h), std::move(name), owner, attempt_no + 1, expected, std::move(done));
+          return release_reentrant(std::move(h), std::move(name), owner, attempt_no + 1, expected, std::move(request),
+                                   std::move(done));
         }
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.
-          if (h) h->release_in_doubt = h->release_in_doubt || release_unknown(ec);
+          if (h && release_unknown(ec)) {
+            h->release_in_doubt = true;
+            h->doubt_request = request;
+          }
           return done(ec);
         }
         if (h) h->release_in_doubt = false;

@@ -39,6 +39,8 @@ inline constexpr ms max_duration{1LL << 40};
 /// The unlock channel of a lock, as Redisson names it: `prefix:{name}`, or `prefix:name` when the
 /// name already contains a `{` (so the channel shares the key's cluster slot).
 std::string lock_channel(std::string_view name, lock_kind kind);
+/// The latch key of one release request (Redisson's name: `redisson_unlock_latch:{name}:<id>`).
+std::string latch_key(std::string_view name, std::string_view request);
 
 class lock_service {
  public:
@@ -80,6 +82,7 @@ class lock_service {
   std::string field_of(owner_id owner) const;
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                attempt_handler h);
+  bool stale_grant(waiter& w, clock::time_point sent);
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, clock::time_point sent, const std::shared_ptr<lost_slot>& slot);
@@ -93,7 +96,8 @@ class lock_service {
   void release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done);
   void drop_lost_level(hold& h);
   void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
-                         long long expected, void_handler done);
+                         long long expected, std::string request, void_handler done);
+  ms latch_ttl() const;
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);

@@ -390,7 +390,7 @@ TEST_F(lock_test, force_unlock_wakes_waiters_and_tells_holder) {
 }
 
 TEST_F(lock_test, release_retry_never_double_decrements) {
-  // The release script run twice with the retry flag, as after a lost reply.
+  // The release script run as the client runs it after lost or late replies.
   client c{cfg()};
   auto l = c.lock("retry");
   l.lock();
@@ -398,29 +398,39 @@ TEST_F(lock_test, release_retry_never_double_decrements) {
   l.lock();  // count 3
   std::string f = field(c, this_thread_owner());
   auto sha = raw()({"SCRIPT", "LOAD", std::string(redlease::detail::lua::release.body)}).str;
-  auto run = [&](const char* expected, const char* retry) {
-    return raw().command({"EVALSHA", sha, "2", "retry", "redisson_lock__channel:{retry}", "0", "30000", f,
-                          expected, retry});
+  auto run = [&](const char* expected, const char* retry, const std::string& request) {
+    return raw().command({"EVALSHA", sha, "3", "retry", "redisson_lock__channel:{retry}",
+                          "redisson_unlock_latch:{retry}:" + request, "0", "30000", f, expected, retry, "60000"});
   };
-  EXPECT_EQ(run("3", "0").integer, 0);  // first attempt: 3 -> 2
-  EXPECT_EQ(run("3", "1").integer, 0);  // its retry: already applied, stays 2
+  EXPECT_EQ(run("3", "0", "r1").integer, 0);  // first attempt: 3 -> 2
+  EXPECT_EQ(run("3", "1", "r1").integer, 0);  // its retry: already applied, stays 2 (and latches r1)
   EXPECT_EQ(raw()({"HGET", "retry", f}).str, "2");
-  EXPECT_EQ(run("2", "0").integer, 0);  // 2 -> 1
-  EXPECT_EQ(run("1", "0").integer, 1);  // 1 -> freed
-  EXPECT_TRUE(run("1", "1").is_nil());  // a retry after the final release finds nothing
+  EXPECT_EQ(run("3", "0", "r1").integer, 0);  // a stale copy of r1's first attempt: latched, no-op
+  EXPECT_EQ(raw()({"HGET", "retry", f}).str, "2");
+  EXPECT_EQ(run("2", "0", "r2").integer, 0);  // 2 -> 1
+  EXPECT_EQ(run("1", "0", "r3").integer, 1);  // 1 -> freed
+  EXPECT_TRUE(run("1", "1", "r3").is_nil());  // a retry after the final release finds nothing
   EXPECT_EQ(raw()({"EXISTS", "retry"}).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", "redisson_unlock_latch:{retry}:r2"}).integer, 0);  // first attempts write no latch
+
+  // ABA: release r4's first attempt is stuck in a reset connection; its retry frees the lock; the
+  // owner takes the lock again (count 1, as r4 expected); then the stale first attempt arrives.
+  raw()({"HSET", "retry", f, "1"});
+  EXPECT_EQ(run("1", "1", "r4").integer, 1);  // the retry: freed, latched
+  raw()({"HSET", "retry", f, "1"});           // taken again
+  EXPECT_EQ(run("1", "0", "r4").integer, 1);  // the stale first attempt: answers from the latch
+  EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1") << "the stale attempt must not free the new hold";
+  raw()({"DEL", "retry"});
 
   // Undoing an acquisition whose reply was lost: the release in retry mode, expecting the count the
   // acquisition would have produced. It ran (count 2 for an owner that knew of 1): back to 1.
   raw()({"HSET", "retry", f, "2"});
-  EXPECT_EQ(run("2", "1").integer, 0);
+  EXPECT_EQ(run("2", "1", "u1").integer, 0);
   EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1");
   // It did not run (count 1, as the owner knows): nothing changes.
-  EXPECT_EQ(run("2", "1").integer, 0);
+  EXPECT_EQ(run("2", "1", "u2").integer, 0);
   EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1");
-  // A first acquisition that ran: freed and announced; one that did not: nothing to do.
-  EXPECT_EQ(run("1", "0").integer, 1);
-  EXPECT_TRUE(run("1", "1").is_nil());
+  raw()({"DEL", "retry"});
 }
 
 TEST_F(lock_test, holds_of_many_threads_on_one_client) {
