@@ -108,7 +108,9 @@ class lock_handle {
   // Each throws redlease::error on failure; the overload with std::error_code& reports instead.
 
   /// Waits for the lock without limit; the watchdog keeps it (lease `config::watchdog_timeout`,
-  /// renewed every third of it) until the last unlock.
+  /// renewed every third of it) until the last unlock. Every acquiring call fails with
+  /// `errc::lock_lost` while this owner's hold is known lost and not yet unlocked (re-entering a
+  /// broken critical section must not silently take a new lock).
   void lock();
   void lock(std::error_code& ec);
   /// Waits for the lock without limit; holds it for `lease`, with no renewal.

@@ -220,8 +220,12 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (closed_) return h(errc::client_closed, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
-  if (kind == lock_kind::mutex) {
-    if (auto* held = find(name, owner); held && !held->lost) return h(errc::would_deadlock, false);
+  if (auto* held = find(name, owner)) {
+    // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
+    // mutex again) must not silently start a new hold in the middle of a critical section that is
+    // already broken: the owner hears lock_lost, and unlocks to start afresh.
+    if (held->lost) return h(errc::lock_lost, false);
+    if (kind == lock_kind::mutex) return h(errc::would_deadlock, false);
   }
   auto w = std::make_shared<waiter>(c_.executor());
   w->name = std::move(name);

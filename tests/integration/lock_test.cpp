@@ -495,3 +495,30 @@ TEST_F(lock_test, backoff_wait_strategy_retries_without_pubsub) {
 
 }  // namespace
 }  // namespace redlease::test
+
+namespace redlease::test {
+namespace {
+
+TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
+  client c{cfg(300ms)};
+  auto l = c.lock("relost");
+  std::promise<void> lost;
+  l.on_lost([&](const lost_info&) { lost.set_value(); });
+  l.lock();
+  raw()({"DEL", "relost"});
+  ASSERT_EQ(lost.get_future().wait_for(2s), std::future_status::ready);
+  std::error_code ec;
+  l.lock(ec);  // re-entry into a broken critical section
+  EXPECT_EQ(ec, errc::lock_lost);
+  EXPECT_FALSE(l.try_lock(1s, ec));
+  EXPECT_EQ(ec, errc::lock_lost);
+  EXPECT_EQ(raw()({"EXISTS", "relost"}).integer, 0);  // nothing taken
+  l.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  l.lock();  // after the unlock, a fresh start
+  EXPECT_TRUE(l.valid());
+  l.unlock();
+}
+
+}  // namespace
+}  // namespace redlease::test
