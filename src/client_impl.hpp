@@ -7,7 +7,6 @@
 #include <asio/strand.hpp>
 
 #include <atomic>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
