@@ -235,9 +235,10 @@ std::chrono::milliseconds lock_handle::remaining_ttl() {
 // ---- local view --------------------------------------------------------------------------------
 
 namespace {
-lock_service::local_view view_of(client_impl& c, const std::string& name, owner_id owner) {
+lock_service::local_view view_of(client_impl& c, const std::string& name, owner_id owner, bool want_token = false) {
   std::error_code ec;
-  return sync_call<lock_service::local_view>(c, ec, [&](auto done) { done({}, c.locks().view(name, owner)); });
+  return sync_call<lock_service::local_view>(c, ec,
+                                             [&](auto done) { done({}, c.locks().view(name, owner, want_token)); });
 }
 }  // namespace
 
@@ -247,7 +248,9 @@ std::chrono::steady_clock::time_point lock_handle::valid_until(owner_id owner) c
   return view_of(*client_, name_, owner).valid_until;
 }
 std::chrono::steady_clock::time_point lock_handle::valid_until() const { return valid_until(this_thread_owner()); }
-std::stop_token lock_handle::lost_token(owner_id owner) const { return view_of(*client_, name_, owner).token; }
+std::stop_token lock_handle::lost_token(owner_id owner) const {
+  return view_of(*client_, name_, owner, true).token;
+}
 std::stop_token lock_handle::lost_token() const { return lost_token(this_thread_owner()); }
 
 void lock_handle::on_lost(lost_handler cb) {

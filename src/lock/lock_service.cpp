@@ -53,21 +53,48 @@ std::string latch_key(std::string_view name, std::string_view request) {
 
 // ---- state ------------------------------------------------------------------------------------
 
+// One acquisition level per lock()/try_lock() held: its fixed lease, or none (watchdog). The first
+// level is stored inline: most holds have exactly one, and a hold is kept small because a client
+// may hold a hundred thousand.
+class level_stack {
+ public:
+  std::size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const std::optional<ms>& operator[](std::size_t i) const { return i == 0 ? first_ : rest_[i - 1]; }
+  void push_back(std::optional<ms> l) {
+    if (n_ == 0) first_ = l;
+    else rest_.push_back(l);
+    ++n_;
+  }
+  void pop_back() {
+    if (n_ == 0) return;
+    if (n_ > 1) rest_.pop_back();
+    --n_;
+  }
+
+ private:
+  std::optional<ms> first_;
+  std::vector<std::optional<ms>> rest_;
+  std::size_t n_ = 0;
+};
+
 struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_service::hold> {
   std::string name;
   owner_id owner = 0;
   lock_kind kind = lock_kind::reentrant;
-  std::string id;                          // reentrant: owner field; mutex: token
-  std::vector<std::optional<ms>> levels;   // one per acquisition: its fixed lease, or none (watchdog)
   bool lost = false;
   bool removed = false;
   bool release_in_doubt = false;           // an unlock's reply never came: it may have run
-  std::string doubt_request;               // that unlock's request id, reused by the next one
-  std::stop_source stop;
+  std::string token;                       // mutex only (a reentrant hold's field derives from its owner)
+  level_stack levels;
+  std::unique_ptr<std::string> doubt_request;  // the request id of the unlock in doubt, reused by the next
+  std::stop_source stop{std::nostopstate};     // made when someone asks for lost_token()
   std::shared_ptr<lost_slot> slot;
 
   bool watchdog() const {
-    return std::any_of(levels.begin(), levels.end(), [](const auto& l) { return !l.has_value(); });
+    for (std::size_t i = 0; i < levels.size(); ++i)
+      if (!levels[i]) return true;
+    return false;
   }
 };
 
@@ -111,8 +138,20 @@ struct lock_service::channel_entry final : subscriber::listener {
   void on_subscribed() override { svc->wake(*this, true); }
 };
 
-std::size_t lock_service::key_hash::operator()(const key& k) const noexcept {
+std::size_t lock_service::hold_hash::operator()(const key& k) const noexcept {
   return std::hash<std::string_view>{}(k.name) ^ (std::hash<owner_id>{}(k.owner) * 0x9e3779b97f4a7c15ULL);
+}
+std::size_t lock_service::hold_hash::operator()(const std::shared_ptr<hold>& h) const noexcept {
+  return (*this)(key{h->name, h->owner});
+}
+bool lock_service::hold_eq::operator()(const key& a, const std::shared_ptr<hold>& b) const noexcept {
+  return a.name == b->name && a.owner == b->owner;
+}
+bool lock_service::hold_eq::operator()(const std::shared_ptr<hold>& a, const key& b) const noexcept {
+  return b.name == a->name && b.owner == a->owner;
+}
+bool lock_service::hold_eq::operator()(const std::shared_ptr<hold>& a, const std::shared_ptr<hold>& b) const noexcept {
+  return a->name == b->name && a->owner == b->owner;
 }
 
 lock_service::lock_service(client_impl& c)
@@ -129,30 +168,40 @@ lock_service::~lock_service() = default;
 // a dead connection's buffers before the server reads it.
 ms lock_service::latch_ttl() const { return std::max<ms>(ms(60000), 10 * c_.cfg().request_timeout); }
 
-std::string lock_service::field_of(owner_id owner) const {
-  std::string f;
-  f.reserve(c_.uuid().size() + 21);
-  f.append(c_.uuid());
-  f.push_back(':');
+void lock_service::append_field(std::string& out, owner_id owner) const {
+  out.append(c_.uuid());
+  out.push_back(':');
   char buf[24];
   auto [p, ec] = std::to_chars(buf, buf + sizeof buf, owner);
   (void)ec;
-  f.append(buf, p);
+  out.append(buf, p);
+}
+
+std::string lock_service::field_of(owner_id owner) const {
+  std::string f;
+  f.reserve(c_.uuid().size() + 21);
+  append_field(f, owner);
   return f;
 }
 
 lock_service::hold* lock_service::find(std::string_view name, owner_id owner) const {
   auto it = holds_.find(key{name, owner});
-  return it == holds_.end() ? nullptr : it->second.get();
+  return it == holds_.end() ? nullptr : it->get();
 }
 
-lock_service::local_view lock_service::view(std::string_view name, owner_id owner) const {
+lock_service::local_view lock_service::view(std::string_view name, owner_id owner, bool want_token) {
   local_view v;
   if (auto* h = find(name, owner)) {
     v.held = true;
     v.valid = !h->lost && clock::now() < h->valid_until;
     v.valid_until = h->valid_until;
-    v.token = h->stop.get_token();
+    if (want_token) {
+      if (!h->stop.stop_possible()) {
+        h->stop = std::stop_source();
+        if (h->lost) h->stop.request_stop();
+      }
+      v.token = h->stop.get_token();
+    }
   }
   return v;
 }
@@ -263,16 +312,16 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
                                const std::shared_ptr<lost_slot>& slot) {
   auto it = holds_.find(key{name, owner});
   std::shared_ptr<hold> h;
-  if (it != holds_.end() && !it->second->lost) {
-    h = it->second;
+  if (it != holds_.end() && !(*it)->lost) {
+    h = *it;
   } else {
-    if (it != holds_.end()) erase(it->second.get());
+    if (it != holds_.end()) erase(it->get());
     h = std::make_shared<hold>();
     h->name = name;
     h->owner = owner;
     h->kind = kind;
-    h->id = id;
-    holds_.emplace(key{h->name, owner}, h);
+    if (kind == lock_kind::mutex) h->token = id;
+    holds_.insert(h);
     ++c_.held_locks;
   }
   if (slot) h->slot = slot;
@@ -306,7 +355,7 @@ void lock_service::erase(hold* h) {
   h->renewable = false;
   h->removed = true;
   --c_.held_locks;
-  holds_.erase(key{h->name, h->owner});
+  if (auto it = holds_.find(key{h->name, h->owner}); it != holds_.end()) holds_.erase(it);
 }
 
 void lock_service::mark_lost(hold& h, lost_reason why) {
@@ -315,7 +364,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   schedule_.remove(&h);
   if (h.renewable) --c_.watched_locks;
   h.renewable = false;
-  h.stop.request_stop();
+  if (h.stop.stop_possible()) h.stop.request_stop();
   lost_handler fn;
   if (h.slot) {
     std::lock_guard<std::mutex> g(h.slot->mu);
@@ -332,7 +381,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   // a fixed-lease lock that is never unlocked is a common pattern.
   auto now = clock::now();
   auto self = holds_.find(key{h.name, h.owner});
-  if (self != holds_.end()) lost_.emplace_back(now, self->second);
+  if (self != holds_.end()) lost_.emplace_back(now, *self);
   while (!lost_.empty() && now - lost_.front().first > std::chrono::minutes(5)) {
     if (auto old = lost_.front().second.lock(); old && old->lost) erase(old.get());
     lost_.pop_front();
@@ -508,7 +557,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   if (closed_) return done(errc::client_closed);
   if (name.empty()) return done(errc::invalid_argument);
   std::shared_ptr<hold> h;
-  if (auto it = holds_.find(key{name, owner}); it != holds_.end()) h = it->second;
+  if (auto it = holds_.find(key{name, owner}); it != holds_.end()) h = *it;
   if (kind == lock_kind::mutex) {
     // Without the token there is nothing this owner could release.
     if (!h) return done(errc::not_owner);
@@ -519,7 +568,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   // continues it, in retry mode and under its request id, so the script does not take the same
   // level twice.
   int attempt_no = h && h->release_in_doubt ? 1 : 0;
-  std::string request = attempt_no > 0 ? h->doubt_request : random_token();
+  std::string request = attempt_no > 0 && h->doubt_request ? *h->doubt_request : random_token();
   release_reentrant(std::move(h), std::move(name), owner, attempt_no, expected, std::move(request), std::move(done));
 }
 
@@ -539,7 +588,7 @@ void lock_service::drop_lost_level(hold& h) {
 
 void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done) {
   arg_list a;
-  a.add(2LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->id);
+  a.add(2LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->token);
   c_.exec_script(lua::mutex_release, std::move(a),
                  [this, h, attempt_no, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (release_unknown(ec) && attempt_no < 3 && !closed_ && !h->removed)
@@ -571,7 +620,7 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
   }
   arg_list a;
   a.add(3LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add(latch_key(name, request));
-  a.add("0").add(lease.count()).add(h ? h->id : field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
+  a.add("0").add(lease.count()).add(field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
   a.add(latch_ttl().count());
   c_.exec_script(
       lua::release, std::move(a),
@@ -587,11 +636,14 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
           // Still unknown: the next unlock of this hold must go in retry mode too.
           if (h && release_unknown(ec)) {
             h->release_in_doubt = true;
-            h->doubt_request = request;
+            h->doubt_request = std::make_unique<std::string>(request);
           }
           return done(ec);
         }
-        if (h) h->release_in_doubt = false;
+        if (h) {
+          h->release_in_doubt = false;
+          h->doubt_request.reset();
+        }
         bool was_lost = h && h->lost;
         if (r.is_nil()) {
           if (!h) return done(errc::not_owner);
@@ -631,8 +683,8 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
                    if (!r.is_integer()) return done(errc::protocol_error, false);
                    // Holds of this client on the name are gone too: tell their owners.
                    std::vector<hold*> mine;
-                   for (auto& [k, h] : holds_)
-                     if (k.name == name && !h->lost) mine.push_back(h.get());
+                   for (auto& h : holds_)
+                     if (h->name == name && !h->lost) mine.push_back(h.get());
                    for (auto* h : mine) mark_lost(*h, lost_reason::deleted);
                    done({}, r.integer == 1);
                  });
@@ -655,7 +707,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
     return;
   }
   hold* h = find(name, owner);
-  std::string token = h ? h->id : std::string{};
+  std::string token = h ? h->token : std::string{};
   encode_command(cmd, {"GET", name});
   c_.exec(std::move(cmd), [token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
     if (ec) return done(ec, 0);
@@ -699,7 +751,7 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
                                              all.begin() + static_cast<std::ptrdiff_t>(start + n));
     arg_list a;
     std::size_t bytes = 32 + n;
-    for (auto& h : batch) bytes += h->name.size() + h->id.size() + 24;
+    for (auto& h : batch) bytes += h->name.size() + h->token.size() + c_.uuid().size() + 48;
     a.buf.reserve(bytes);
     a.add(static_cast<long long>(n));
     for (auto& h : batch) a.add(h->name);
@@ -708,7 +760,21 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
     for (std::size_t i = 0; i < n; ++i)
       if (batch[i]->kind == lock_kind::mutex) kinds[i] = 's';
     a.add(kinds);
-    for (auto& h : batch) a.add(h->id);
+    // An empty id repeats the previous one (renew.lua): a run of one owner's locks sends its field once.
+    std::string field;
+    const hold* prev = nullptr;
+    for (auto& h : batch) {
+      if (h->kind == lock_kind::mutex) {
+        a.add(h->token);
+      } else if (prev != nullptr && prev->kind == lock_kind::reentrant && prev->owner == h->owner) {
+        a.add(std::string_view{});
+      } else {
+        field.clear();
+        append_field(field, h->owner);
+        a.add(field);
+      }
+      prev = h.get();
+    }
     auto sent = clock::now();
     ++c_.renew_calls;
     c_.exec_script(lua::renew, std::move(a),
@@ -758,7 +824,7 @@ void lock_service::close() {
   wd_timer_.cancel();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
-  for (auto& [k, h] : holds_) schedule_.remove(h.get());
+  for (auto& h : holds_) schedule_.remove(h.get());
   auto pending = std::move(keyspace_waiting_);
   keyspace_waiting_.clear();
 }

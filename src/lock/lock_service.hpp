@@ -60,7 +60,8 @@ class lock_service {
     clock::time_point valid_until = clock::time_point::min();
     std::stop_token token;
   };
-  local_view view(std::string_view name, owner_id owner) const;
+  /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
+  local_view view(std::string_view name, owner_id owner, bool want_token);
 
   void on_command_connection_up();
   void close();
@@ -74,11 +75,21 @@ class lock_service {
     owner_id owner;
     bool operator==(const key&) const = default;
   };
-  struct key_hash {
+  // The holds are a set of shared pointers looked up by (name, owner): one pointer per node.
+  struct hold_hash {
+    using is_transparent = void;
     std::size_t operator()(const key& k) const noexcept;
+    std::size_t operator()(const std::shared_ptr<hold>& h) const noexcept;
+  };
+  struct hold_eq {
+    using is_transparent = void;
+    bool operator()(const key& a, const std::shared_ptr<hold>& b) const noexcept;
+    bool operator()(const std::shared_ptr<hold>& a, const key& b) const noexcept;
+    bool operator()(const std::shared_ptr<hold>& a, const std::shared_ptr<hold>& b) const noexcept;
   };
   using attempt_handler = unique_function<void(std::error_code, std::optional<long long> pttl, clock::time_point sent)>;
 
+  void append_field(std::string& out, owner_id owner) const;
   std::string field_of(owner_id owner) const;
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                attempt_handler h);
@@ -110,7 +121,7 @@ class lock_service {
   void with_keyspace_state(unique_function<void()> then);
 
   client_impl& c_;
-  std::unordered_map<key, std::shared_ptr<hold>, key_hash> holds_;
+  std::unordered_set<std::shared_ptr<hold>, hold_hash, hold_eq> holds_;
   std::deque<std::pair<clock::time_point, std::weak_ptr<hold>>> lost_;  // lost holds, for cleanup
   std::unordered_set<std::shared_ptr<waiter>> waiters_;
   std::unordered_map<std::string, std::unique_ptr<channel_entry>> channels_;

@@ -1,15 +1,18 @@
 -- Watchdog: renew a batch of locks in one call.
 -- KEYS[i] lock names; ARGV[1] lease in ms; ARGV[2] one letter per key: "h" a reentrant hash (ARGV[i+2]
--- is the owner field), "s" a mutex string (ARGV[i+2] is the token).
+-- is the owner field), "s" a mutex string (ARGV[i+2] is the token). An empty ARGV[i+2] repeats the
+-- previous key's id: one owner holding many locks sends its field once per call.
 -- Returns only the failures, as a flat array of pairs {i, code}: 0 key gone, 2 held by another
 -- owner, 3 key of the wrong type. An empty array: every lock renewed.
 -- The common case costs one lookup and one PEXPIRE per key; TYPE runs only for a failure.
 local lease = ARGV[1]
 local kinds = ARGV[2]
 local failed = {}
+local id = nil
 for i = 1, #KEYS do
   local key = KEYS[i]
-  local id = ARGV[i + 2]
+  local given = ARGV[i + 2]
+  if given ~= '' then id = given end
   local hash = string.byte(kinds, i) == 104
   local mine
   if hash then

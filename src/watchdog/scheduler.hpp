@@ -6,8 +6,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <set>
-#include <utility>
 #include <vector>
 
 namespace redlease::detail {
@@ -21,6 +19,7 @@ struct watch_entry {
   bool renewable = false;           // watchdog on: renew; off: only watch the deadline
   bool in_flight = false;           // a renewal of it is on the wire
   bool queued = false;
+  std::uint32_t slot = 0;           // position in the schedule's heap, while queued
   std::uint64_t seq = 0;            // tie-breaker, set by the schedule
 };
 
@@ -37,8 +36,8 @@ class schedule {
 
   void add(watch_entry* e, clock::time_point due);
   void remove(watch_entry* e);
-  bool empty() const { return q_.empty(); }
-  std::size_t size() const { return q_.size(); }
+  bool empty() const { return heap_.empty(); }
+  std::size_t size() const { return heap_.size(); }
   /// The next time something is due, or time_point::max().
   clock::time_point next() const;
   /// Takes what is due at `now`. Entries handed out for renewal stay scheduled at their deadline
@@ -46,14 +45,26 @@ class schedule {
   due_items take_due(clock::time_point now);
 
  private:
-  using key = std::pair<clock::time_point, std::uint64_t>;
-  struct item {
-    key k;
+  // A 4-ary min-heap of (due, seq) keys, each entry knowing its slot. The keys live in the heap
+  // itself, so sifting reads one contiguous array instead of chasing entry pointers, and four
+  // children per node halve the depth (each level moved writes one entry's slot, a cache miss with
+  // 100,000 holds): 24 bytes per scheduled hold (a tree node would be about sixty), O(log n) add and
+  // remove.
+  static constexpr std::size_t arity = 4;
+  struct node {
+    clock::time_point due;
+    std::uint64_t seq;
     watch_entry* e;
-    bool operator<(const item& o) const { return k < o.k; }
+    bool operator<(const node& o) const { return due < o.due || (due == o.due && seq < o.seq); }
   };
+  void push(watch_entry* e);
+  watch_entry* pop();
+  void place(const node& n, std::size_t i);
+  void sift_up(std::size_t i);
+  void sift_down(std::size_t i);
+
   clock::duration early_;
-  std::set<item> q_;
+  std::vector<node> heap_;
   std::uint64_t seq_ = 0;
 };
 

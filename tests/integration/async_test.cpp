@@ -90,5 +90,63 @@ TEST_F(async_test, coroutines_take_turns_on_a_user_executor) {
   EXPECT_EQ(max_inside, 1);
 }
 
+// One renewal call carries runs of one owner's locks (the owner field sent once per run), another
+// owner's lock and a mutex in between: every lock is renewed, and a lock taken from under its owner
+// is reported for that lock alone.
+TEST_F(async_test, mixed_renewal_batch_renews_each_lock_and_reports_only_the_stolen_one) {
+  client c{cfg(300ms)};
+  const owner_id a = c.new_owner(), b = c.new_owner();
+  struct entry {
+    std::string name;
+    bool mutex;
+    owner_id owner;
+  };
+  const std::vector<entry> es{{"mix:r0", false, a}, {"mix:r1", false, a}, {"mix:r2", false, a}, {"mix:r3", false, b},
+                              {"mix:m0", true, a},  {"mix:r4", false, a}, {"mix:r5", false, b}};
+  std::vector<detail::lock_handle> ls;
+  std::vector<std::promise<lost_info>> lost(es.size());
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    ls.push_back(es[i].mutex ? detail::lock_handle(c.mutex(es[i].name)) : detail::lock_handle(c.lock(es[i].name)));
+    ls.back().on_lost([&lost, i](const lost_info& info) { lost[i].set_value(info); });
+  }
+  // Taken back to back, so that their renewals fall due together and share calls.
+  for (std::size_t i = 0; i < es.size(); ++i) ls[i].async_lock(es[i].owner, asio::use_future).get();
+  const auto calls0 = c.stats().renew_calls;
+  const auto renewed0 = c.stats().renewed_locks;
+  std::this_thread::sleep_for(750ms);  // 2.5 leases: each lock needs at least two renewals
+  EXPECT_GE(c.stats().renewed_locks - renewed0, 2 * es.size());
+  EXPECT_LT(c.stats().renew_calls - calls0, c.stats().renewed_locks - renewed0);  // batched
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    EXPECT_TRUE(ls[i].valid(es[i].owner)) << es[i].name;
+    EXPECT_EQ(raw()({"EXISTS", es[i].name}).integer, 1) << es[i].name;
+    if (!es[i].mutex) {
+      EXPECT_EQ(raw()({"HGET", es[i].name, c.id() + ":" + std::to_string(es[i].owner)}).str, "1");
+    }
+  }
+  // Someone else takes mix:r1 (the middle of owner a's run).
+  raw().pipeline({{"DEL", "mix:r1"}, {"HSET", "mix:r1", "someone-else:1", "1"}, {"PEXPIRE", "mix:r1", "30000"}});
+  auto f = lost[1].get_future();
+  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  EXPECT_EQ(f.get().reason, lost_reason::taken);
+  std::this_thread::sleep_for(350ms);  // another round of renewals for the others
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    if (i == 1) continue;
+    EXPECT_TRUE(ls[i].valid(es[i].owner)) << es[i].name;
+    EXPECT_EQ(lost[i].get_future().wait_for(0s), std::future_status::timeout) << es[i].name;
+    EXPECT_GT(raw()({"PTTL", es[i].name}).integer, 0) << es[i].name;
+  }
+  EXPECT_FALSE(ls[1].valid(a));
+  for (std::size_t i = 0; i < es.size(); ++i) {
+    if (i == 1) {
+      EXPECT_THROW(ls[i].async_unlock(es[i].owner, asio::use_future).get(), std::system_error);
+      continue;
+    }
+    ls[i].async_unlock(es[i].owner, asio::use_future).get();
+    EXPECT_EQ(raw()({"EXISTS", es[i].name}).integer, 0) << es[i].name;
+  }
+  EXPECT_EQ(raw()({"HGET", "mix:r1", "someone-else:1"}).str, "1");  // the other holder's lock is untouched
+  raw()({"DEL", "mix:r1"});
+}
+
 }  // namespace
 }  // namespace redlease::test

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "watchdog/scheduler.hpp"
@@ -314,6 +316,66 @@ TEST(Schedule, ManyEntries) {
   d = s.take_due(t0 + 100s);
   EXPECT_EQ(d.expired.size(), 1000u);
   EXPECT_TRUE(s.empty());
+}
+
+// The schedule against a plain ordered model under random adds, removes and takes: the same
+// entries come out, in the same order, and next() agrees.
+TEST(Schedule, MatchesAnOrderedModelUnderRandomOperations) {
+  std::mt19937 rng(12345);
+  constexpr std::size_t n = 300;
+  std::vector<watch_entry> es(n);
+  for (auto& e : es) e = renewable_until(t0 + 1000s);
+  schedule s(0ms);
+  std::map<std::pair<clock::time_point, long long>, watch_entry*> model;  // (due, order of adding)
+  std::map<watch_entry*, std::pair<clock::time_point, long long>> where;
+  long long order = 0;
+  auto model_add = [&](watch_entry* e, clock::time_point due) {
+    if (auto it = where.find(e); it != where.end()) {
+      model.erase(it->second);
+      where.erase(it);
+    }
+    std::pair k{due, ++order};
+    model[k] = e;
+    where[e] = k;
+  };
+  auto now = t0;
+  for (int step = 0; step < 20000; ++step) {
+    auto& e = es[rng() % n];
+    switch (rng() % 4) {
+      case 0:
+      case 1: {
+        auto due = now + std::chrono::milliseconds(rng() % 500);
+        s.add(&e, due);
+        model_add(&e, due);
+        break;
+      }
+      case 2:
+        s.remove(&e);
+        if (auto it = where.find(&e); it != where.end()) {
+          model.erase(it->second);
+          where.erase(it);
+        }
+        break;
+      case 3: {
+        now += std::chrono::milliseconds(rng() % 50);
+        auto d = s.take_due(now);
+        ptrs expect;
+        while (!model.empty() && model.begin()->first.first <= now) {
+          expect.push_back(model.begin()->second);
+          where.erase(model.begin()->second);
+          model.erase(model.begin());
+        }
+        ASSERT_EQ(d.renew, expect) << "step " << step;
+        for (auto* x : d.renew) {
+          x->in_flight = false;  // the renewal "answered": back to its deadline, as the schedule did
+          model_add(x, x->valid_until);
+        }
+        break;
+      }
+    }
+    ASSERT_EQ(s.size(), model.size()) << "step " << step;
+    ASSERT_EQ(s.next(), model.empty() ? clock::time_point::max() : model.begin()->first.first) << "step " << step;
+  }
 }
 
 }  // namespace
