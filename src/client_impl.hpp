@@ -55,6 +55,20 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     return true;
   }
 
+  // Like run, but always posted to the executor, never run inline. False once closed.
+  template <class F>
+  bool post(F&& f) {
+    if (on_io_thread()) {
+      if (closing_) return false;
+      asio::post(ex_, std::forward<F>(f));
+      return true;
+    }
+    std::lock_guard<std::mutex> g(life_mu_);
+    if (closed_.load(std::memory_order_relaxed)) return false;
+    asio::post(ex_, std::forward<F>(f));
+    return true;
+  }
+
   // Like run, for operations whose handler must complete even when the client is closed: `f(false)`
   // runs on the executor, or `f(true)` at once on the calling thread when the client is closed. A
   // handler completed that way is invoked directly (its executor may be gone).

@@ -31,6 +31,10 @@
 #include <string_view>
 #include <vector>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/post.hpp>
+
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
 
@@ -271,6 +275,9 @@ int run(const run_options& o) {
   try {
     auto cfg = make_config(o.url);
     cfg.watchdog_timeout = *watchdog;
+    // Declared before the client: the acquisition's handler clears its slot when it completes, which
+    // may be as late as the client's close.
+    asio::cancellation_signal cancel;
     client c{cfg};
     c.ping();
 
@@ -289,14 +296,27 @@ int run(const run_options& o) {
       state->notify();
     };
     auto done_void = [done](std::error_code ec) { done(ec, !ec); };
+    // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
+    // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
     const auto t0 = steady::now();
     if (!wait) {
-      if (lease) lock.async_lock(owner, *lease, done_void);
-      else lock.async_lock(owner, done_void);
+      if (lease) lock.async_lock(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done_void));
+      else lock.async_lock(owner, asio::bind_cancellation_slot(cancel.slot(), done_void));
     } else {
-      if (lease) lock.async_try_lock(owner, *wait, *lease, done);
-      else lock.async_try_lock(owner, *wait, done);
+      if (lease) lock.async_try_lock(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
+      else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), done));
     }
+    // Waits (bounded) for the acquisition to end after a cancellation.
+    auto await_cancelled = [&] {
+      asio::post(c.get_executor(), [&cancel] { cancel.emit(asio::cancellation_type::total); });
+      const auto limit = steady::now() + 2 * cfg.request_timeout + std::chrono::seconds(1);
+      pollfd wake{state->wake.get(), POLLIN, 0};
+      while (state->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - steady::now()).count();
+        ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
+        drain(state->wake.get());
+      }
+    };
 
     pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
     while (state->acquire.load(std::memory_order_acquire) == shared_state::pending) {
@@ -305,9 +325,10 @@ int run(const run_options& o) {
       for (const auto& si : read_signals(sigfd.get())) {
         int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGCHLD) continue;
+        await_cancelled();
         if (state->acquire.load(std::memory_order_acquire) == shared_state::acquired) {
           std::error_code ec;
-          lock.unlock(ec);
+          lock.unlock(ec);  // it was granted just before the cancellation
         }
         rep(reporter::notice, "interrupted")
             .str("signal", signal_name(sig))

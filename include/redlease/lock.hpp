@@ -5,7 +5,9 @@
 #pragma once
 
 #include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
 
 #include <chrono>
 #include <cstdint>
@@ -91,6 +93,7 @@ enum class lock_kind : std::uint8_t {
 namespace detail {
 
 struct lost_slot;
+struct acquire_cancel;
 using ms = std::chrono::milliseconds;
 using void_handler = unique_function<void(std::error_code)>;
 using bool_handler = unique_function<void(std::error_code, bool)>;
@@ -185,27 +188,42 @@ class lock_handle {
 
   // ---- async calls: the owner is explicit ------------------------------------------------------
   // Completion handlers run on their associated executor (the client's by default).
+  //
+  // Acquisitions (`async_lock`, `async_try_lock`) support per-operation cancellation (Asio's
+  // cancellation slots: `asio::bind_cancellation_slot`, a coroutine's cancellation state, awaitable
+  // operators, parallel groups), of any type: a cancelled acquisition completes with
+  // `errc::operation_aborted` and leaves nothing behind on the server. If an attempt was on the wire
+  // it is waited for, and a grant it brought is released before the completion, so the lock is
+  // never held after a cancelled acquisition (Asio's "total" cancellation guarantee).
 
   /// Waits for the lock without limit, watchdog lease. Signature `void(std::error_code)`.
   template <class CompletionToken>
   auto async_lock(owner_id owner, CompletionToken&& token) {
-    return initiate_void(token, [this, owner](void_handler h) { async_acquire_impl(owner, {}, {}, true, std::move(h)); });
+    return initiate_acquire_void(token, [this, owner](void_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_acquire_impl(owner, {}, {}, true, std::move(h), std::move(x));
+    });
   }
   /// Waits for the lock without limit, fixed `lease`. Signature `void(std::error_code)`.
   template <class CompletionToken>
   auto async_lock(owner_id owner, std::chrono::milliseconds lease, CompletionToken&& token) {
-    return initiate_void(token, [this, owner, lease](void_handler h) { async_acquire_impl(owner, {}, lease, true, std::move(h)); });
+    return initiate_acquire_void(token, [this, owner, lease](void_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_acquire_impl(owner, {}, lease, true, std::move(h), std::move(x));
+    });
   }
   /// Tries up to `wait` (0: once), watchdog lease. Signature `void(std::error_code, bool acquired)`.
   template <class CompletionToken>
   auto async_try_lock(owner_id owner, std::chrono::milliseconds wait, CompletionToken&& token) {
-    return initiate_bool(token, [this, owner, wait](bool_handler h) { async_try_impl(owner, wait, {}, std::move(h)); });
+    return initiate_acquire_bool(token, [this, owner, wait](bool_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_try_impl(owner, wait, {}, std::move(h), std::move(x));
+    });
   }
   /// Tries up to `wait`, fixed `lease`. Signature `void(std::error_code, bool acquired)`.
   template <class CompletionToken>
   auto async_try_lock(owner_id owner, std::chrono::milliseconds wait, std::chrono::milliseconds lease,
                       CompletionToken&& token) {
-    return initiate_bool(token, [this, owner, wait, lease](bool_handler h) { async_try_impl(owner, wait, lease, std::move(h)); });
+    return initiate_acquire_bool(token, [this, owner, wait, lease](bool_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_try_impl(owner, wait, lease, std::move(h), std::move(x));
+    });
   }
   /// Releases one hold of `owner`. Signature `void(std::error_code)`.
   template <class CompletionToken>
@@ -246,6 +264,41 @@ class lock_handle {
   lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind);
 
  private:
+  // An acquisition's cancellation state: installed in the handler's cancellation slot, if it has
+  // one; a cancellation is posted to the client's executor, which ends the waiting (see above).
+  template <class Handler>
+  std::shared_ptr<acquire_cancel> connect_cancellation(Handler& handler) {
+    auto slot = asio::get_associated_cancellation_slot(handler);
+    if (!slot.is_connected()) return nullptr;
+    auto x = new_acquire_cancel();
+    slot.assign([c = client_, x](asio::cancellation_type type) {
+      if (type != asio::cancellation_type::none) request_cancel(c, x);
+    });
+    return x;
+  }
+  template <class Token, class F>
+  auto initiate_acquire_void(Token& token, F f) {
+    return asio::async_initiate<Token, void(std::error_code)>(
+        [this, f](auto handler) {
+          auto x = connect_cancellation(handler);
+          bool clear = x != nullptr;
+          f(erase_handler<std::error_code>(std::move(handler), executor(), clear), std::move(x));
+        },
+        token);
+  }
+  template <class Token, class F>
+  auto initiate_acquire_bool(Token& token, F f) {
+    return asio::async_initiate<Token, void(std::error_code, bool)>(
+        [this, f](auto handler) {
+          auto x = connect_cancellation(handler);
+          bool clear = x != nullptr;
+          f(erase_handler<std::error_code, bool>(std::move(handler), executor(), clear), std::move(x));
+        },
+        token);
+  }
+  static std::shared_ptr<acquire_cancel> new_acquire_cancel();
+  static void request_cancel(const std::shared_ptr<client_impl>& c, const std::shared_ptr<acquire_cancel>& x);
+
   template <class Token, class F>
   auto initiate_void(Token& token, F f) {
     return asio::async_initiate<Token, void(std::error_code)>(
@@ -258,8 +311,9 @@ class lock_handle {
   }
   asio::any_io_executor executor() const;
   void async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool forever,
-                          void_handler h);
-  void async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h);
+                          void_handler h, std::shared_ptr<acquire_cancel> cancel = nullptr);
+  void async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h,
+                      std::shared_ptr<acquire_cancel> cancel = nullptr);
   void async_unlock_impl(owner_id owner, void_handler h);
   void async_force_unlock_impl(bool_handler h);
   void async_is_locked_impl(bool_handler h);

@@ -37,24 +37,34 @@ asio::any_io_executor lock_handle::executor() const { return client_->executor()
 // ---- async -------------------------------------------------------------------------------------
 
 void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, bool,
-                                     void_handler h) {
+                                     void_handler h, std::shared_ptr<acquire_cancel> cancel) {
   client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
-                h = std::move(h)](bool closed) mutable {
+                        h = std::move(h), cancel = std::move(cancel)](bool closed) mutable {
     if (closed) return h(errc::client_closed);
     c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws,
                        [h = std::move(h)](std::error_code ec, bool got) mutable {
                          // Waiting without a bound only ends in the lock or an error.
                          h(ec ? ec : (got ? std::error_code{} : std::error_code(errc::operation_aborted)));
-                       });
+                       },
+                       std::move(cancel));
   });
 }
 
-void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h) {
+void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> lease, bool_handler h,
+                                 std::shared_ptr<acquire_cancel> cancel) {
   client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
-                h = std::move(h)](bool closed) mutable {
+                        h = std::move(h), cancel = std::move(cancel)](bool closed) mutable {
     if (closed) return h(errc::client_closed, false);
-    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws, std::move(h));
+    c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws, std::move(h), std::move(cancel));
   });
+}
+
+std::shared_ptr<acquire_cancel> lock_handle::new_acquire_cancel() { return std::make_shared<acquire_cancel>(); }
+
+void lock_handle::request_cancel(const std::shared_ptr<client_impl>& c, const std::shared_ptr<acquire_cancel>& x) {
+  // Always posted, never run inline: the cancellation handler runs inside the slot's emit, and the
+  // completion it may cause clears that same slot.
+  c->post([c, x] { c->locks().cancel_acquire(*x); });
 }
 
 void lock_handle::async_unlock_impl(owner_id owner, void_handler h) {

@@ -111,6 +111,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   bool trying = false;
   bool again = false;     // a wake-up came while an attempt was on the wire
   bool finished = false;
+  bool cancelled = false;  // cancelled while an attempt was on the wire: ends when it answers
   bool poll_capped = false;
   wait_strategy how;
   ms next_delay{0};
@@ -237,12 +238,16 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
 // connection, so it runs after it; and it must run before the waiter's next attempt, which is
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
-void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id) {
+void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
+                                unique_function<void()> then) {
+  auto done = [then = std::move(then)](std::error_code, reply) mutable {
+    if (then) then();
+  };
   arg_list a;
   if (kind == lock_kind::mutex) {
     // The token is this attempt's alone: delete the key only if it holds it.
     a.add(2LL).add(name).add(lock_channel(name, kind)).add(id);
-    c_.exec_script(lua::mutex_release, std::move(a), [](std::error_code, reply) {}, false, true);
+    c_.exec_script(lua::mutex_release, std::move(a), std::move(done), false, true);
     return;
   }
   // The release script in retry mode with the count the lost acquire would have produced: it
@@ -251,7 +256,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
   a.add(3LL).add(name).add(lock_channel(name, kind)).add(latch_key(name, random_token()));
   a.add("0").add(c_.cfg().watchdog_timeout.count()).add(id).add(before + 1).add("1").add(latch_ttl().count());
-  c_.exec_script(lua::release, std::move(a), [](std::error_code, reply) {}, false, true);
+  c_.exec_script(lua::release, std::move(a), std::move(done), false, true);
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -265,8 +270,9 @@ bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
 
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
-                           bool_handler h) {
+                           bool_handler h, std::shared_ptr<acquire_cancel> cancel) {
   if (closed_) return h(errc::client_closed, false);
+  if (cancel && cancel->requested) return h(errc::operation_aborted, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
   if (auto* held = find(name, owner)) {
@@ -288,6 +294,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->done = std::move(h);
   if (kind == lock_kind::reentrant) w->id = field_of(owner);
   else w->id = random_token();
+  if (cancel) cancel->waiter = w;
   w->trying = true;
   ms effective = lease.value_or(c_.cfg().watchdog_timeout);
   attempt(w->name, kind, owner, effective, w->id,
@@ -295,6 +302,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are: an unreachable server fails fast.
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
@@ -478,7 +486,7 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
 }
 
 void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
-  if (w->finished) return;
+  if (w->finished || w->cancelled) return;
   if (w->trying) {
     w->again = true;
     return;
@@ -495,6 +503,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
               // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,
@@ -513,6 +522,29 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             if (w->again) return waiter_try(w);
             waiter_sleep(w, pttl);
           });
+}
+
+void lock_service::cancel_acquire(acquire_cancel& x) {
+  x.requested = true;
+  auto w = std::static_pointer_cast<waiter>(x.waiter.lock());
+  if (!w || w->finished || w->cancelled) return;
+  w->cancelled = true;
+  if (!w->trying) finish_waiter(w, errc::operation_aborted, false);
+}
+
+// After an attempt's reply: a cancelled acquisition ends here. A grant the attempt brought is given
+// back first (in order, before anything else this owner sends), so a cancelled acquisition never
+// leaves the lock held; an attempt whose outcome is unknown was undone by the caller already.
+bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted) {
+  if (!w->cancelled) return false;
+  if (!granted) {
+    finish_waiter(w, errc::operation_aborted, false);
+    return true;
+  }
+  // Completes once the grant is given back, so that the caller never sees the lock still held.
+  undo_acquire(w->name, w->kind, w->owner, w->id,
+               [this, w] { finish_waiter(w, closed_ ? errc::client_closed : errc::operation_aborted, false); });
+  return true;
 }
 
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {

@@ -32,6 +32,13 @@ struct lost_slot {
   lost_handler fn;
 };
 
+/// The cancellation state of one async acquisition (executor only). A cancellation that arrives
+/// before the acquisition started is remembered in `requested`.
+struct acquire_cancel {
+  bool requested = false;
+  std::weak_ptr<void> waiter;
+};
+
 /// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
 /// rejected as invalid rather than overflowing time arithmetic.
 inline constexpr ms max_duration{1LL << 40};
@@ -49,7 +56,11 @@ class lock_service {
 
   /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
   void acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait, std::optional<ms> lease,
-               std::shared_ptr<lost_slot> slot, const wait_strategy& how, bool_handler h);
+               std::shared_ptr<lost_slot> slot, const wait_strategy& how, bool_handler h,
+               std::shared_ptr<acquire_cancel> cancel = nullptr);
+  /// Ends the acquisition with `errc::operation_aborted`: at once if no attempt is on the wire, else
+  /// when its reply comes (a grant it brought is released first).
+  void cancel_acquire(acquire_cancel& x);
   void release(std::string name, lock_kind kind, owner_id owner, void_handler h);
   void force_unlock(std::string name, lock_kind kind, bool_handler h);
   void hold_count(std::string name, lock_kind kind, owner_id owner, int_handler h);
@@ -94,7 +105,9 @@ class lock_service {
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
-  void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id);
+  bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
+  void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
+                    unique_function<void()> then = nullptr);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, clock::time_point sent, const std::shared_ptr<lost_slot>& slot);
   hold* find(std::string_view name, owner_id owner) const;

@@ -2,8 +2,11 @@
 // The async API: completion tokens (callbacks, use_future, use_awaitable) and explicit owners.
 #include <gtest/gtest.h>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
 #include <asio/co_spawn.hpp>
 #include <asio/detached.hpp>
+#include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_awaitable.hpp>
@@ -11,12 +14,19 @@
 
 #include <future>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 
 namespace redlease::test {
 namespace {
 
-class async_test : public lock_fixture {};
+class async_test : public lock_fixture {
+ protected:
+  long long subscribers(const std::string& channel) {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+};
 
 TEST_F(async_test, futures_with_explicit_owners_exclude_each_other) {
   client c{cfg()};
@@ -88,6 +98,106 @@ TEST_F(async_test, coroutines_take_turns_on_a_user_executor) {
   ioc.run_for(30s);
   EXPECT_EQ(done, workers);
   EXPECT_EQ(max_inside, 1);
+}
+
+// Cancelling a waiting acquisition through its cancellation slot ends it at once with
+// operation_aborted; it leaves its channel, and does not take the lock when it is released.
+TEST_F(async_test, cancelled_waiting_acquisition_ends_at_once_and_never_takes_the_lock) {
+  client c{cfg()};
+  for (bool mutex : {false, true}) {
+    const std::string name = mutex ? "cancel:wait:m" : "cancel:wait:r";
+    auto l = mutex ? detail::lock_handle(c.mutex(name)) : detail::lock_handle(c.lock(name));
+    const std::string channel = mutex ? "redlease_mutex__channel:{" + name + "}" : "redisson_lock__channel:{" + name + "}";
+    const owner_id holder = c.new_owner(), waiter = c.new_owner();
+    l.async_lock(holder, asio::use_future).get();
+
+    asio::cancellation_signal sig;
+    std::promise<std::error_code> done;
+    l.async_lock(waiter, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec) { done.set_value(ec); }));
+    ASSERT_TRUE(eventually([&] { return subscribers(channel) == 1; })) << name;  // it waits
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(0s), std::future_status::timeout);
+    // Emitted on the client's executor, where the slot is also cleared at completion.
+    const auto t0 = steady::now();
+    asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+    ASSERT_EQ(f.wait_for(2s), std::future_status::ready) << name;
+    EXPECT_EQ(f.get(), errc::operation_aborted) << name;
+    EXPECT_LT(ms_since(t0), 500) << name;
+    EXPECT_TRUE(eventually([&] { return subscribers(channel) == 0; })) << name;  // it left the channel
+
+    l.async_unlock(holder, asio::use_future).get();
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0) << name << ": the cancelled waiter took it";
+    EXPECT_FALSE(l.valid(waiter)) << name;
+    // The owner can acquire again afterwards, as if nothing had happened.
+    EXPECT_TRUE(l.async_try_lock(waiter, 0ms, asio::use_future).get()) << name;
+    l.async_unlock(waiter, asio::use_future).get();
+  }
+}
+
+// Cancelled while its attempt is on the wire (the network stalls it), and that attempt is granted
+// when the network resumes: the grant is given back before the operation completes.
+TEST_F(async_test, cancellation_with_an_attempt_on_the_wire_releases_its_grant_first) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;
+  client c{conf};
+  c.ping();
+  for (bool mutex : {false, true}) {
+    const std::string name = mutex ? "cancel:wire:m" : "cancel:wire:r";
+    auto l = mutex ? detail::lock_handle(c.mutex(name)) : detail::lock_handle(c.lock(name));
+    const owner_id o = c.new_owner();
+    asio::cancellation_signal sig;
+    std::promise<std::pair<std::error_code, bool>> done;
+    const auto up0 = proxy.bytes_up();
+    proxy.stall(true);
+    l.async_try_lock(o, 10000ms, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec, bool got) {
+                       done.set_value({ec, got});
+                     }));
+    ASSERT_TRUE(proxy.wait_for([&] { return proxy.bytes_up() > up0; }, 2000ms));  // the attempt is sent
+    asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::total); });
+    auto f = done.get_future();
+    // The attempt is still on the wire: the operation waits for its outcome.
+    EXPECT_EQ(f.wait_for(100ms), std::future_status::timeout) << name;
+    proxy.stall(false);
+    ASSERT_EQ(f.wait_for(3s), std::future_status::ready) << name;
+    auto [ec, got] = f.get();
+    EXPECT_EQ(ec, errc::operation_aborted) << name;
+    EXPECT_FALSE(got) << name;
+    // The attempt ran (the lock was free) and its grant was given back before the completion.
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0) << name;
+    EXPECT_FALSE(l.valid(o)) << name;
+  }
+}
+
+// The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer
+// wins, the acquisition is cancelled, and nothing is left held.
+TEST_F(async_test, awaitable_operators_race_an_acquisition_against_a_timer) {
+  using namespace asio::experimental::awaitable_operators;
+  asio::io_context ioc;
+  client c{ioc.get_executor(), cfg()};
+  auto l = c.lock("cancel:race");
+  const owner_id holder = c.new_owner(), racer = c.new_owner();
+  bool timer_won = false, lock_won_later = false;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        co_await l.async_lock(holder, asio::use_awaitable);
+        asio::steady_timer t(co_await asio::this_coro::executor, 200ms);
+        auto r = co_await (l.async_lock(racer, asio::use_awaitable) || t.async_wait(asio::use_awaitable));
+        timer_won = r.index() == 1;
+        co_await l.async_unlock(holder, asio::use_awaitable);
+        // Free now, and the cancelled racer holds nothing: a fresh acquisition by it is a first level.
+        co_await l.async_lock(racer, asio::use_awaitable);
+        lock_won_later = co_await l.async_hold_count(racer, asio::use_awaitable) == 1;
+        co_await l.async_unlock(racer, asio::use_awaitable);
+        c.close();
+      },
+      asio::detached);
+  ioc.run_for(10s);
+  EXPECT_TRUE(timer_won);
+  EXPECT_TRUE(lock_won_later);
+  EXPECT_EQ(raw()({"EXISTS", "cancel:race"}).integer, 0);
 }
 
 // One renewal call carries runs of one owner's locks (the owner field sent once per run), another

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 
 extern char** environ;
@@ -372,6 +373,29 @@ TEST_F(cli_test, signal_while_waiting_exits_without_running_the_command) {
   l.unlock();
   EXPECT_FALSE(file_exists("ran"));
   EXPECT_FALSE(exists("held"));
+}
+
+// The signal comes while the acquisition is on the wire (the network delays it by 800 ms): the
+// acquisition is cancelled, its grant given back when it arrives, and nothing is left held. Without
+// the cancellation the delayed request would still reach the server after the process exited, and
+// the lock would stay held for its whole lease.
+TEST_F(cli_test, signal_with_the_acquisition_on_the_wire_leaves_nothing_held) {
+  fault_proxy proxy(server().port());
+  proxy.set_latency(800ms, 0ms);
+  const std::string via = "redis://127.0.0.1:" + std::to_string(proxy.port());
+  auto& p = start({"run", "wire", "--redis", via, "--", "touch", path("ran")});
+  // The handshake went through; more bytes came from the client than reached the server: the
+  // acquisition is in the proxy's delay line.
+  ASSERT_TRUE(proxy.wait_for([&] { return proxy.forwarded_up() > 0 && proxy.bytes_up() > proxy.forwarded_up(); },
+                             10000ms))
+      << p.err();
+  EXPECT_FALSE(exists("wire"));
+  ::kill(p.pid(), SIGTERM);
+  EXPECT_EQ(p.wait(), 128 + SIGTERM) << p.err();
+  EXPECT_FALSE(file_exists("ran"));
+  // Whatever was on the wire has arrived by now (the process waited for it); nothing is held.
+  EXPECT_FALSE(exists("wire")) << p.err();
+  EXPECT_EQ(proxy.bytes_up(), proxy.forwarded_up());
 }
 
 // ---- a lost lock --------------------------------------------------------------------------------

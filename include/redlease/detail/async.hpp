@@ -5,6 +5,7 @@
 /// the handler's associated executor (the coroutine's, the strand's, ...).
 #pragma once
 
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
 #include <asio/dispatch.hpp>
@@ -36,17 +37,21 @@ void complete_inline(F&& f) {
 
 /// Type-erases `handler` for a completion signature `void(Args...)`. The returned function may be
 /// called on any thread; the handler runs on its associated executor (`fallback` if it has none).
+/// With `clear_slot`, the handler's cancellation slot is cleared just before it runs (an operation
+/// that installed a cancellation handler must remove it when it completes).
 template <class... Args, class Handler, class Executor>
-unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& fallback) {
+unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& fallback, bool clear_slot = false) {
   auto work = asio::make_work_guard(handler, fallback);
-  return [h = std::forward<Handler>(handler), work = std::move(work)](Args... args) mutable {
+  return [h = std::forward<Handler>(handler), work = std::move(work), clear_slot](Args... args) mutable {
     if (complete_inline_now) {
+      if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
       std::move(h)(std::move(args)...);
       return;
     }
     auto ex = work.get_executor();
-    asio::dispatch(ex, [h = std::move(h), work = std::move(work),
+    asio::dispatch(ex, [h = std::move(h), work = std::move(work), clear_slot,
                         t = std::make_tuple(std::move(args)...)]() mutable {
+      if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
       std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
     });
   };
