@@ -38,6 +38,7 @@
 
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
+#include "soak_section.hpp"
 
 namespace redlease::test {
 namespace {
@@ -58,24 +59,6 @@ double soak_seconds() {
     if (v > 0) return v;
   }
   return 20;  // the quick size
-}
-
-void write_line(int fd, const std::string& s) {
-  std::string line = s + "\n";
-  ssize_t n = ::write(fd, line.data(), line.size());  // one write: O_APPEND keeps records whole
-  (void)n;
-}
-
-std::string result_name(std::error_code ec) {
-  if (!ec) return "ok";
-  if (ec == errc::lock_lost) return "lock_lost";
-  if (ec == errc::not_owner) return "not_owner";
-  return "err:" + std::to_string(ec.value());
-}
-
-bool transient(std::error_code ec) {
-  return ec == errc::request_timeout || ec == errc::connection_lost || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || ec == errc::server_busy;
 }
 
 struct counters {
@@ -113,41 +96,11 @@ void contend(client& c, const std::string& name, const std::string& kind, const 
       ++n.timeouts;
       continue;
     }
-    auto start = steady::now();
     ++n.acquisitions;
-    int depth = 1;
-    if (kind == "reentrant" && rng() % 4 == 0) {
-      l.lock(ec);
-      if (!ec) depth = 2;
-    }
-    std::this_thread::sleep_for(ms(rng() % 15));  // the critical section's work
-    std::error_code inner;
-    bool unlock_timed_out = false;  // an unlock was retried after request_timeout
-    if (depth == 2) {
-      for (int i = 0; i < 3; ++i) {
-        l.unlock(inner);
-        if (!transient(inner)) break;
-        if (inner == errc::request_timeout) unlock_timed_out = true;
-      }
-    }
-    std::this_thread::sleep_for(ms(rng() % 5));
-    auto stop = steady::now();
-    auto vu = l.valid_until();
-    bool valid = l.valid();
-    std::error_code uec;
-    for (int i = 0; i < 3; ++i) {
-      l.unlock(uec);
-      if (!transient(uec)) break;
-      if (uec == errc::request_timeout) unlock_timed_out = true;
-    }
-    // A lost hold is dropped whole at its first unlock: the outer unlock then reports not_owner.
-    if (inner == errc::lock_lost && uec == errc::not_owner) uec = inner;
-    if (!valid || uec == errc::lock_lost) ++n.told;
-    if (uec && uec != errc::lock_lost) n.error("unlock", uec);
-    write_line(log, "S " + name + " " + holder + " " + std::to_string(mono_ns(start)) + " " +
-                        std::to_string(mono_ns(stop)) + " " + std::to_string(mono_ns(vu)) + " " +
-                        (valid ? "1" : "0") + " " + result_name(uec) + " " + std::to_string(depth) +
-                        (unlock_timed_out ? " 1" : " 0"));
+    auto sec = soak::critical_section(l, kind == "reentrant", rng);
+    if (sec.told()) ++n.told;
+    if (sec.unlock && sec.unlock != errc::lock_lost) n.error("unlock", sec.unlock);
+    soak::write_line(log, soak::record(name, holder, sec));
     std::this_thread::sleep_for(ms(rng() % 10));  // work outside the lock: no thread barges forever
   }
 }

@@ -33,24 +33,14 @@
 #include <vector>
 
 #include "redlease/redlease.hpp"
+#include "soak_section.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-
-void write_line(int fd, const std::string& s) {
-  std::string line = s + "\n";
-  const char* p = line.data();
-  std::size_t left = line.size();
-  while (left > 0) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
-}
+using redlease::soak::result_name;
+using redlease::soak::steady;
+using redlease::soak::write_line;
 
 const char* reason_name(redlease::lost_reason r) {
   switch (r) {
@@ -59,23 +49,6 @@ const char* reason_name(redlease::lost_reason r) {
     case redlease::lost_reason::taken: return "taken";
   }
   return "unknown";
-}
-
-std::string result_name(std::error_code ec) {
-  if (!ec) return "ok";
-  if (ec == redlease::errc::lock_lost) return "lock_lost";
-  if (ec == redlease::errc::not_owner) return "not_owner";
-  return "err:" + std::to_string(ec.value());
-}
-
-bool transient(std::error_code ec) {
-  using redlease::errc;
-  return ec == errc::request_timeout || ec == errc::connection_lost || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || ec == errc::server_busy;
-}
-
-long long ns(steady::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 redlease::config make_config(const std::string& url, long long watchdog_ms, long long request_ms) {
@@ -166,43 +139,14 @@ int soak(int argc, char** argv) {
           ++timeouts;
           continue;
         }
-        auto start = steady::now();
         ++acquisitions;
-        int depth = 1;
-        if (kind == "reentrant" && rng() % 4 == 0) {
-          l.lock(ec);
-          if (!ec) depth = 2;
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 15));
-        std::error_code inner;
-        bool unlock_timed_out = false;  // an unlock was retried after request_timeout
-        if (depth == 2) {
-          for (int i = 0; i < 3; ++i) {
-            l.unlock(inner);
-            if (!transient(inner)) break;
-            if (inner == redlease::errc::request_timeout) unlock_timed_out = true;
-          }
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 5));
-        auto stop = steady::now();
-        auto vu = l.valid_until();
-        bool valid = l.valid();
-        std::error_code uec;
-        for (int i = 0; i < 3; ++i) {
-          l.unlock(uec);
-          if (!transient(uec)) break;
-          if (uec == redlease::errc::request_timeout) unlock_timed_out = true;
-        }
-        // A lost hold is dropped whole at its first unlock: the outer unlock then reports not_owner.
-        if (inner == redlease::errc::lock_lost && uec == redlease::errc::not_owner) uec = inner;
-        if (!valid || uec == redlease::errc::lock_lost) ++told;
-        if (uec && uec != redlease::errc::lock_lost) {
+        auto sec = redlease::soak::critical_section(l, kind == "reentrant", rng);
+        if (sec.told()) ++told;
+        if (sec.unlock && sec.unlock != redlease::errc::lock_lost) {
           ++errors;
-          write_line(STDERR_FILENO, "soak_worker " + holder + ": unlock: " + uec.message());
+          write_line(STDERR_FILENO, "soak_worker " + holder + ": unlock: " + sec.unlock.message());
         }
-        write_line(log, "S " + name + " " + holder + " " + std::to_string(ns(start)) + " " + std::to_string(ns(stop)) +
-                            " " + std::to_string(ns(vu)) + " " + (valid ? "1" : "0") + " " + result_name(uec) + " " +
-                            std::to_string(depth) + (unlock_timed_out ? " 1" : " 0"));
+        write_line(log, redlease::soak::record(name, holder, sec));
         std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 10));  // work outside the lock
       }
     });

@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+// What both soak contenders do once they hold the lock (soak_test's threads and soak_worker's), and
+// the record each appends for the checker: one definition, so the two cannot drift apart.
+//
+// Record: S <lock> <holder> <start_ns> <end_ns> <valid_until_ns> <valid 0|1> <unlock result> <depth>
+//           <1 if an unlock failed with request_timeout and was retried, else 0>
+// on CLOCK_MONOTONIC (steady_clock), which every process shares.
+#pragma once
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <random>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "redlease/redlease.hpp"
+
+namespace redlease::soak {
+
+using steady = std::chrono::steady_clock;
+
+/// Writes `s` and a newline; one write(2) in practice, so that O_APPEND keeps records whole.
+inline void write_line(int fd, const std::string& s) {
+  std::string line = s + "\n";
+  const char* p = line.data();
+  std::size_t left = line.size();
+  while (left > 0) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+/// ok, lock_lost, not_owner, or err:<code>.
+inline std::string result_name(std::error_code ec) {
+  if (!ec) return "ok";
+  if (ec == errc::lock_lost) return "lock_lost";
+  if (ec == errc::not_owner) return "not_owner";
+  return "err:" + std::to_string(ec.value());
+}
+
+/// Errors after which a contender tries again.
+inline bool transient(std::error_code ec) {
+  return ec == errc::request_timeout || ec == errc::connection_lost || ec == errc::connect_failed ||
+         ec == errc::connect_timeout || ec == errc::server_busy;
+}
+
+inline long long ns(steady::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+/// One critical section as its holder saw it.
+struct held_section {
+  steady::time_point start, stop, valid_until;
+  bool valid = false;
+  std::error_code unlock;  // the outer unlock's result
+  int depth = 1;
+  bool unlock_timed_out = false;  // an unlock was retried after request_timeout
+  bool told() const { return !valid || unlock == errc::lock_lost; }
+};
+
+/// Right after a successful try_lock: a short section (a quarter of the reentrant ones re-entered),
+/// valid() and valid_until(), then unlock, each unlock retried up to three times on transient errors.
+inline held_section critical_section(detail::lock_handle& l, bool reentrant, std::minstd_rand& rng) {
+  using std::chrono::milliseconds;
+  held_section s;
+  s.start = steady::now();
+  std::error_code ec;
+  if (reentrant && rng() % 4 == 0) {
+    l.lock(ec);
+    if (!ec) s.depth = 2;
+  }
+  std::this_thread::sleep_for(milliseconds(rng() % 15));  // the section's work
+  std::error_code inner;
+  if (s.depth == 2) {
+    for (int i = 0; i < 3; ++i) {
+      l.unlock(inner);
+      if (!transient(inner)) break;
+      if (inner == errc::request_timeout) s.unlock_timed_out = true;
+    }
+  }
+  std::this_thread::sleep_for(milliseconds(rng() % 5));
+  s.stop = steady::now();
+  s.valid_until = l.valid_until();
+  s.valid = l.valid();
+  for (int i = 0; i < 3; ++i) {
+    l.unlock(s.unlock);
+    if (!transient(s.unlock)) break;
+    if (s.unlock == errc::request_timeout) s.unlock_timed_out = true;
+  }
+  // A lost hold is dropped whole at its first unlock: the outer unlock then reports not_owner.
+  if (inner == errc::lock_lost && s.unlock == errc::not_owner) s.unlock = inner;
+  return s;
+}
+
+/// The checker's record of `s`.
+inline std::string record(const std::string& lock, const std::string& holder, const held_section& s) {
+  return "S " + lock + " " + holder + " " + std::to_string(ns(s.start)) + " " + std::to_string(ns(s.stop)) + " " +
+         std::to_string(ns(s.valid_until)) + " " + (s.valid ? "1" : "0") + " " + result_name(s.unlock) + " " +
+         std::to_string(s.depth) + (s.unlock_timed_out ? " 1" : " 0");
+}
+
+}  // namespace redlease::soak
