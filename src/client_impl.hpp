@@ -44,29 +44,13 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // Runs `f` on the executor (inline when already there). False, and `f` not run, once closed.
   template <class F>
   bool run(F&& f) {
-    if (on_io_thread()) {
-      if (closing_) return false;
-      std::forward<F>(f)();
-      return true;
-    }
-    std::lock_guard<std::mutex> g(life_mu_);
-    if (closed_.load(std::memory_order_relaxed)) return false;
-    asio::post(ex_, std::forward<F>(f));
-    return true;
+    return submit(std::forward<F>(f), true);
   }
 
   // Like run, but always posted to the executor, never run inline. False once closed.
   template <class F>
   bool post(F&& f) {
-    if (on_io_thread()) {
-      if (closing_) return false;
-      asio::post(ex_, std::forward<F>(f));
-      return true;
-    }
-    std::lock_guard<std::mutex> g(life_mu_);
-    if (closed_.load(std::memory_order_relaxed)) return false;
-    asio::post(ex_, std::forward<F>(f));
-    return true;
+    return submit(std::forward<F>(f), false);
   }
 
   // Like run, for operations whose handler must complete even when the client is closed: `f(false)`
@@ -126,6 +110,21 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<bool> closed_{false};
   bool closing_ = false;  // executor only
   std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only
+
+  // run and post: on the executor, `f` runs inline or is posted; elsewhere it is posted unless closed.
+  template <class F>
+  bool submit(F&& f, bool may_run_inline) {
+    if (on_io_thread()) {
+      if (closing_) return false;
+      if (may_run_inline) std::forward<F>(f)();
+      else asio::post(ex_, std::forward<F>(f));
+      return true;
+    }
+    std::lock_guard<std::mutex> g(life_mu_);
+    if (closed_.load(std::memory_order_relaxed)) return false;
+    asio::post(ex_, std::forward<F>(f));
+    return true;
+  }
 };
 
 // The rendezvous of a blocking call with its completion on the I/O thread.

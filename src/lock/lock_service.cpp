@@ -105,7 +105,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   std::optional<ms> lease;
   std::optional<clock::time_point> deadline;
   std::shared_ptr<lost_slot> slot;
-  std::string id;  // mutex token, reused across attempts
+  std::string id;  // mutex only: this attempt's token (a reentrant field derives from the owner)
   bool_handler done;
   asio::steady_timer timer;
   bool trying = false;
@@ -185,6 +185,12 @@ std::string lock_service::field_of(owner_id owner) const {
   return f;
 }
 
+std::string_view lock_service::scratch_field(owner_id owner) {
+  field_scratch_.clear();
+  append_field(field_scratch_, owner);
+  return field_scratch_;
+}
+
 lock_service::hold* lock_service::find(std::string_view name, owner_id owner) const {
   auto it = holds_.find(key{name, owner});
   return it == holds_.end() ? nullptr : it->get();
@@ -211,14 +217,13 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 
 void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                            attempt_handler h) {
-  (void)owner;
   arg_list a;
   a.buf.reserve(name.size() + id.size() + 48);
   a.add(1LL).add(name);
   const lua_script* s;
   if (kind == lock_kind::reentrant) {
     s = &lua::acquire;
-    a.add(lease.count()).add(id);
+    a.add(lease.count()).add(scratch_field(owner));
   } else {
     s = &lua::mutex_acquire;
     a.add(id).add(lease.count());
@@ -255,7 +260,8 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   hold* h = find(name, owner);
   long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
   a.add(3LL).add(name).add(lock_channel(name, kind)).add(latch_key(name, random_token()));
-  a.add("0").add(c_.cfg().watchdog_timeout.count()).add(id).add(before + 1).add("1").add(latch_ttl().count());
+  a.add("0").add(c_.cfg().watchdog_timeout.count()).add(scratch_field(owner)).add(before + 1).add("1");
+  a.add(latch_ttl().count());
   c_.exec_script(lua::release, std::move(a), std::move(done), false, true);
 }
 
@@ -292,8 +298,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->how = how;
   w->next_delay = how.initial;
   w->done = std::move(h);
-  if (kind == lock_kind::reentrant) w->id = field_of(owner);
-  else w->id = random_token();
+  if (kind == lock_kind::mutex) w->id = random_token();
   if (cancel) cancel->waiter = w;
   w->trying = true;
   ms effective = lease.value_or(c_.cfg().watchdog_timeout);
@@ -652,7 +657,7 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
   }
   arg_list a;
   a.add(3LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add(latch_key(name, request));
-  a.add("0").add(lease.count()).add(field_of(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
+  a.add("0").add(lease.count()).add(scratch_field(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
   a.add(latch_ttl().count());
   c_.exec_script(
       lua::release, std::move(a),
@@ -793,7 +798,6 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
       if (batch[i]->kind == lock_kind::mutex) kinds[i] = 's';
     a.add(kinds);
     // An empty id repeats the previous one (renew.lua): a run of one owner's locks sends its field once.
-    std::string field;
     const hold* prev = nullptr;
     for (auto& h : batch) {
       if (h->kind == lock_kind::mutex) {
@@ -801,9 +805,7 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
       } else if (prev != nullptr && prev->kind == lock_kind::reentrant && prev->owner == h->owner) {
         a.add(std::string_view{});
       } else {
-        field.clear();
-        append_field(field, h->owner);
-        a.add(field);
+        a.add(scratch_field(h->owner));
       }
       prev = h.get();
     }

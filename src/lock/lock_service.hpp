@@ -102,6 +102,8 @@ class lock_service {
 
   void append_field(std::string& out, owner_id owner) const;
   std::string field_of(owner_id owner) const;
+  // The owner field in a buffer reused by every call (no allocation): valid until the next call.
+  std::string_view scratch_field(owner_id owner);
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
                attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
@@ -146,6 +148,7 @@ class lock_service {
   std::vector<unique_function<void()>> keyspace_waiting_;
   std::minstd_rand rng_{std::random_device{}()};
   bool closed_ = false;
+  std::string field_scratch_;
 };
 
 }  // namespace redlease::detail
