@@ -1,17 +1,15 @@
 // SPDX-License-Identifier: MIT
-// RESP2 encoding of commands, and decoding of replies with hiredis's redisReader (parser only).
+// RESP2 encoding of commands, and an incremental, bounded decoder of replies (sans-io).
 #pragma once
 
 #include <cstddef>
 #include <initializer_list>
-#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlease/reply.hpp"
-
-struct redisReader;
 
 namespace redlease::detail {
 
@@ -44,27 +42,59 @@ struct arg_list {
   }
 };
 
-/// Incremental reply parser: feed bytes, take complete replies. Not thread-safe.
+/// Bounds on what one reply may be; beyond them the stream is a protocol error.
+struct resp_limits {
+  std::size_t max_depth = 64;               // nesting of aggregates
+  std::size_t max_elements = 1u << 22;      // elements of one reply, all levels together
+  std::size_t max_bulk = 512u * 1024 * 1024;  // bytes of one bulk string (Redis's proto-max-bulk-len)
+  std::size_t max_line = 64 * 1024;         // bytes of one header, status or error line
+};
+
+/// Printable form of untrusted bytes for an error message: escapes, cut to `max` bytes.
+std::string printable_prefix(std::string_view bytes, std::size_t max = 48);
+
+/// Incremental reply decoder: feed bytes, take complete replies. Not thread-safe.
+///
+/// Memory follows the bytes received: a declared length is only ever checked against the limits,
+/// never allocated up front. Aggregates grow as their elements arrive, a bulk string as its bytes
+/// arrive. Throws nothing but `std::bad_alloc` (which the caller turns into a protocol fault).
 class resp_reader {
  public:
-  resp_reader();
-  ~resp_reader();
-  resp_reader(const resp_reader&) = delete;
-  resp_reader& operator=(const resp_reader&) = delete;
+  explicit resp_reader(resp_limits limits = {}) : limits_(limits) {}
 
-  /// Adds received bytes. Returns false on a protocol error.
+  /// Adds received bytes. Returns false once the stream is in error.
   bool feed(const char* data, std::size_t n);
   /// Result of `next`.
   enum class status { reply, incomplete, error };
   /// Takes the next complete reply into `out`.
   status next(reply& out);
-  /// The parser's error text after `status::error`.
+  /// After `status::error`: what was wrong and the first bytes the peer sent, for a message.
   std::string error_text() const;
   /// Drops all buffered bytes and state (after a reconnect).
   void reset();
+  /// Bytes held for replies not yet complete (for tests and memory accounting).
+  std::size_t buffered() const noexcept { return buf_.size() - pos_; }
 
  private:
-  redisReader* r_ = nullptr;
+  struct frame {
+    reply* node;
+    std::size_t left;  // elements still to come
+  };
+  status fail(std::string why);
+  reply* place();           // the node the next value goes into
+  bool complete_value();    // a value is done: pops finished aggregates; true when the root is done
+  bool parse_length(std::string_view digits, long long& v) const;
+
+  resp_limits limits_;
+  std::string buf_;
+  std::size_t pos_ = 0;        // first unconsumed byte of buf_
+  std::vector<frame> stack_;   // aggregates in progress, outermost first
+  reply root_;
+  reply* bulk_ = nullptr;      // a bulk string whose bytes are arriving
+  std::size_t bulk_left_ = 0;  // its bytes still to come, CRLF included
+  std::size_t elements_ = 0;   // elements of the current reply so far
+  std::string first_;          // the first bytes the peer sent since reset (for messages)
+  std::string error_;
 };
 
 }  // namespace redlease::detail
