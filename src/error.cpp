@@ -1,6 +1,14 @@
 // SPDX-License-Identifier: MIT
 #include "redlease/error.hpp"
 
+#include <asio/error.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "background.hpp"
+#include "redlease/config.hpp"
+
 namespace redlease {
 namespace {
 
@@ -15,7 +23,7 @@ class category final : public std::error_category {
       case errc::request_timeout: return "the Redis server did not answer in time";
       case errc::auth_failed: return "authentication failed";
       case errc::select_failed: return "SELECT of the configured database failed";
-      case errc::protocol_error: return "unexpected reply from the Redis server";
+      case errc::protocol_error: return "the peer does not speak the Redis protocol (or broke it)";
       case errc::server_error: return "the Redis server returned an error";
       case errc::wrong_type: return "the key holds a value of the wrong type";
       case errc::invalid_url: return "invalid Redis URL";
@@ -28,8 +36,34 @@ class category final : public std::error_category {
       case errc::would_deadlock: return "the operation would deadlock";
       case errc::server_busy: return "the Redis server is busy, loading or out of memory";
       case errc::server_readonly: return "the Redis server is a read-only replica";
+      case errc::bad_reply: return "the Redis server's reply is not what the operation expects";
     }
     return "unknown redlease error";
+  }
+  // A code with an errno counterpart also matches that condition in Asio's own system category,
+  // where Asio's error codes live (asio::error::operation_aborted is asio.system:ECANCELED), so
+  // `ec == asio_ec.default_error_condition()` holds as it does for std::errc.
+  bool equivalent(int ev, const std::error_condition& cond) const noexcept override {
+    auto mine = default_error_condition(ev);
+    if (mine == cond) return true;
+    return mine.category() == std::generic_category() && cond.category() == asio::system_category() &&
+           cond.value() == mine.value();
+  }
+  std::error_condition default_error_condition(int ev) const noexcept override {
+    switch (static_cast<errc>(ev)) {
+      case errc::connect_timeout:
+      case errc::request_timeout: return std::errc::timed_out;
+      case errc::operation_aborted: return std::errc::operation_canceled;
+      case errc::invalid_argument: return std::errc::invalid_argument;
+      case errc::would_deadlock: return std::errc::resource_deadlock_would_occur;
+      case errc::connect_failed: return std::errc::connection_refused;
+      case errc::connection_lost: return std::errc::connection_reset;
+      case errc::not_owner: return std::errc::operation_not_permitted;
+      case errc::server_busy: return std::errc::device_or_resource_busy;
+      case errc::protocol_error: return std::errc::protocol_error;
+      case errc::bad_reply: return std::errc::bad_message;
+      default: return {ev, *this};
+    }
   }
 };
 
@@ -39,6 +73,41 @@ const std::error_category& error_category() noexcept {
   static const category instance;
   return instance;
 }
+
+namespace detail {
+
+void report_background(const config& cfg, std::string_view source, std::error_code code,
+                       std::string message) noexcept {
+  try {
+    background_error e{source, code, std::move(message)};
+    if (cfg.on_error) {
+      cfg.on_error(e);
+      return;
+    }
+    std::string line = "redlease: " + std::string(source) + ": " + e.message;
+    if (code && e.message.empty()) line += code.message();
+    line.push_back('\n');
+    std::fputs(line.c_str(), stderr);
+  } catch (...) {
+    // The hook threw, or there was no memory for the line: nothing more can be done about it here.
+  }
+}
+
+void report_exception(const config& cfg, std::string_view source) noexcept {
+  std::string what = "an exception of unknown type";
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    try {
+      what = std::string("exception: ") + e.what();
+    } catch (...) {
+    }
+  } catch (...) {
+  }
+  report_background(cfg, source, {}, std::move(what));
+}
+
+}  // namespace detail
 
 void throw_if(const std::error_code& ec, const char* what) {
   if (ec) throw error(ec, what);

@@ -41,7 +41,8 @@ int main(int argc, char** argv) {
       return exit_code::usage;
     if (c == redlease::errc::connect_failed || c == redlease::errc::connect_timeout ||
         c == redlease::errc::auth_failed || c == redlease::errc::select_failed ||
-        c == redlease::errc::request_timeout || c == redlease::errc::connection_lost)
+        c == redlease::errc::request_timeout || c == redlease::errc::connection_lost ||
+        c == redlease::errc::protocol_error)
       return exit_code::unavailable;
     return exit_code::software;
   } catch (const std::exception& e) {

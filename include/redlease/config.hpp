@@ -4,12 +4,26 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <system_error>
 
 namespace redlease {
+
+/// Something went wrong on the client's I/O thread that no caller can be told of: a user callback
+/// threw, or the client noticed a fault it handled by itself (a dropped connection, a reply that is
+/// not RESP). Passed to `config::on_error`.
+struct background_error {
+  /// Where: "completion handler", "on_lost callback", "subscribe callback", "connection", ...
+  std::string_view source;
+  /// The error, when there is one (empty for an exception a callback threw).
+  std::error_code code;
+  /// What happened, in words: the exception's `what()`, the server's or the parser's text.
+  std::string message;
+};
 
 /// How and where a `client` connects, and the timing of its locks.
 ///
@@ -52,6 +66,19 @@ struct config {
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
   /// this often. Not used while keyspace notifications deliver the key's del/expired events.
   std::chrono::milliseconds mutex_poll_cap{100};
+
+  /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
+  /// dropped and re-established, its requests fail with `errc::protocol_error`).
+  std::size_t max_reply_depth = 64;
+  /// Most elements one reply may have, all levels together (about 80 bytes each once decoded): a
+  /// bound on what a peer can make the client allocate. Memory otherwise follows the bytes received:
+  /// a declared length is never allocated before its elements arrive.
+  std::size_t max_reply_elements = std::size_t{1} << 22;
+
+  /// Told, on the client's I/O thread, of what went wrong there with no caller to report it to (see
+  /// `background_error`). The I/O thread and the connections keep running either way. Empty (the
+  /// default): one line on stderr. It must not block; an exception it throws is ignored.
+  std::function<void(const background_error&)> on_error;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `unix:///path.sock[?db=N]` or
   /// `redis+unix://`, and rejects `rediss://` (TLS) with `errc::tls_not_supported`.

@@ -27,7 +27,8 @@ enum class errc {
   auth_failed,
   /// SELECT of the configured database failed.
   select_failed,
-  /// The server's reply could not be parsed, or was not of the expected shape.
+  /// The peer does not speak the Redis protocol (RESP2), or broke it (a reply over the configured
+  /// bounds): the connection was dropped and is re-established. The message shows its first bytes.
   protocol_error,
   /// The server answered with an error reply; its text is kept in the exception message.
   server_error,
@@ -54,12 +55,27 @@ enum class errc {
   server_busy,
   /// The server is a read-only replica (READONLY).
   server_readonly,
+  /// A well-formed reply that is not what the operation expects: a value of the wrong shape, or a
+  /// key holding something that is not a number where one is needed. The message names the key.
+  bad_reply,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.
 const std::error_category& error_category() noexcept;
 
 /// Makes a `std::error_code` in redlease's category.
+///
+/// The codes compare equal to the portable conditions they correspond to, so generic code works:
+/// `request_timeout` and `connect_timeout` == `std::errc::timed_out`, `operation_aborted` ==
+/// `std::errc::operation_canceled` (the condition of Asio's `asio::error::operation_aborted`),
+/// `invalid_argument` == `std::errc::invalid_argument`, `would_deadlock` ==
+/// `std::errc::resource_deadlock_would_occur`, `connect_failed` == `std::errc::connection_refused`,
+/// `connection_lost` == `std::errc::connection_reset`, `not_owner` ==
+/// `std::errc::operation_not_permitted`, `server_busy` == `std::errc::device_or_resource_busy`,
+/// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`. They
+/// also match the same conditions in Asio's system category: `ec ==
+/// asio::error_code(asio::error::operation_aborted).default_error_condition()` holds for
+/// `errc::operation_aborted`. (Two *codes* of different categories never compare equal in C++.)
 inline std::error_code make_error_code(errc e) noexcept {
   return {static_cast<int>(e), error_category()};
 }

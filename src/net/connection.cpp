@@ -10,6 +10,7 @@
 
 #include <algorithm>
 
+#include "background.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::detail {
@@ -58,6 +59,7 @@ connection::connection(asio::any_io_executor ex, const config& cfg, std::string 
       attempt_timer_(ex_),
       timeout_timer_(ex_),
       rbuf_(new char[read_chunk]),
+      reader_(resp_limits{cfg.max_reply_depth, cfg.max_reply_elements}),
       jitter_(std::random_device{}()) {}
 
 connection::~connection() = default;
@@ -184,6 +186,7 @@ void connection::on_handshake_reply(std::error_code ec, reply& r) {
 void connection::attempt_failed(std::error_code ec) {
   if (state_ == state::closed) return;
   last_error_ = ec;
+  if (ec != errc::protocol_error) last_error_text_.clear();
   ++gen_;
   std::error_code ignored;
   sock_.close(ignored);
@@ -199,7 +202,7 @@ void connection::attempt_failed(std::error_code ec) {
   schedule_reconnect();
 }
 
-void connection::connection_lost(std::error_code) {
+void connection::connection_lost(std::error_code ec) {
   if (state_ == state::closed) return;
   ++stats_.connection_losses;
   ++gen_;
@@ -214,15 +217,18 @@ void connection::connection_lost(std::error_code) {
   lost.swap(inflight_);
   std::vector<queued> resend;
   std::vector<reply_handler> failed;
+  // After a protocol error nothing is resent: the peer may not be Redis at all.
+  bool broken = ec == errc::protocol_error;
   for (auto& e : lost) {
     if (!e.handler || e.internal) continue;
-    if (e.idempotent) resend.push_back({request{std::move(e.payload), std::move(e.handler), true}, e.deadline});
+    if (e.idempotent && !broken) resend.push_back({request{std::move(e.payload), std::move(e.handler), true}, e.deadline});
     else failed.push_back(std::move(e.handler));
   }
   for (auto it = resend.rbegin(); it != resend.rend(); ++it) queued_.push_front(std::move(*it));
   state_ = state::backoff;
   if (cb_.on_down) cb_.on_down();
-  for (auto& h : failed) h(errc::connection_lost, reply{});
+  std::error_code why = broken ? ec : std::error_code(errc::connection_lost);
+  for (auto& h : failed) call(h, why, failure_reply(why));
   // Reconnect at once after a drop (the server may just have restarted); back off from then on.
   connect_attempt();
 }
@@ -256,7 +262,13 @@ void connection::submit(request r) {
 
 void connection::submit_here(request r) {
   if (state_ == state::closed) {
-    r.handler(errc::client_closed, reply{});
+    call(r.handler, errc::client_closed, reply{});
+    return;
+  }
+  // The peer answered the last attempt with something that is not RESP: say so at once rather than
+  // after a reconnect delay (a wrong port does not heal by waiting).
+  if (state_ == state::backoff && last_error_ == errc::protocol_error) {
+    call(r.handler, last_error_, failure_reply(last_error_));
     return;
   }
   auto deadline = clock::now() + cfg_.request_timeout;
@@ -331,14 +343,25 @@ void connection::start_read() {
                             else attempt_failed(errc::connect_failed);
                             return;
                           }
-                          if (!reader_.feed(rbuf_.get(), n)) return connection_lost(errc::protocol_error);
+                          last_read_ = clock::now();
                           reply r;
-                          for (;;) {
-                            auto st = reader_.next(r);
+                          for (bool fed = false;;) {
+                            auto st = resp_reader::status::error;
+                            try {
+                              if (!fed && !reader_.feed(rbuf_.get(), n)) return protocol_fault(reader_.error_text());
+                              fed = true;
+                              st = reader_.next(r);
+                            } catch (const std::bad_alloc&) {
+                              return protocol_fault("a reply larger than the memory available");
+                            }
                             if (st == resp_reader::status::incomplete) break;
-                            if (st == resp_reader::status::error) return connection_lost(errc::protocol_error);
+                            if (st == resp_reader::status::error) return protocol_fault(reader_.error_text());
                             ++stats_.replies;
-                            on_reply(r);
+                            try {
+                              on_reply(r);
+                            } catch (...) {
+                              report_exception(cfg_, "reply handler");
+                            }
                             // A handler may have closed or reset the connection.
                             if (gen != gen_) return;
                           }
@@ -392,14 +415,55 @@ void connection::on_timeout() {
   for (auto& e : inflight_) {
     if (e.handler && !e.internal && e.deadline <= now) expired.push_back(std::move(e.handler));
   }
-  for (auto& h : expired) h(errc::request_timeout, reply{});
-  if (state_ != state::closed) arm_timeout();
+  bool written = false;
+  for (auto& e : inflight_) written = written || (!e.handler && !e.internal);
+  for (auto& h : expired) call(h, errc::request_timeout, reply{});
+  if (state_ == state::closed) return;
+  // Liveness: a written request ran out of time and nothing at all has arrived for as long. The
+  // link or the server is stuck; a fresh connection is the only way to find out (the pub/sub
+  // connection has its PING for this).
+  if (written && state_ == state::up && clock::now() - last_read_ >= cfg_.request_timeout) {
+    ++stats_.stalled_drops;
+    report_background(cfg_, "connection", errc::request_timeout,
+                      "no reply for " + std::to_string(cfg_.request_timeout.count()) +
+                          " ms: dropping the connection and reconnecting");
+    return connection_lost(errc::request_timeout);
+  }
+  arm_timeout();
+}
+
+void connection::protocol_fault(std::string text) {
+  ++stats_.protocol_errors;
+  last_error_text_ = std::move(text);
+  if (state_ == state::up) {
+    report_background(cfg_, "connection", errc::protocol_error, last_error_text_);
+    connection_lost(errc::protocol_error);
+  } else {
+    attempt_failed(errc::protocol_error);
+  }
+}
+
+void connection::call(reply_handler& h, std::error_code ec, reply r) noexcept {
+  try {
+    h(ec, std::move(r));
+  } catch (...) {
+    report_exception(cfg_, "reply handler");
+  }
+}
+
+reply connection::failure_reply(std::error_code ec) const {
+  reply r;
+  if (ec == errc::protocol_error && !last_error_text_.empty()) {
+    r.type = reply::kind::error;
+    r.str = last_error_text_;
+  }
+  return r;
 }
 
 void connection::fail_queued(std::error_code ec) {
   std::deque<queued> q;
   q.swap(queued_);
-  for (auto& e : q) e.req.handler(ec, reply{});
+  for (auto& e : q) call(e.req.handler, ec, failure_reply(ec));
 }
 
 void connection::close() {
@@ -414,7 +478,7 @@ void connection::close() {
   std::deque<inflight> in;
   in.swap(inflight_);
   for (auto& e : in)
-    if (e.handler) e.handler(errc::client_closed, reply{});
+    if (e.handler) call(e.handler, errc::client_closed, reply{});
   fail_queued(errc::client_closed);
 }
 

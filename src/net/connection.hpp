@@ -38,6 +38,8 @@ struct conn_stats {
   std::atomic<std::uint64_t> replies{0};
   std::atomic<std::uint64_t> connects{0};       // successful connections (handshake done)
   std::atomic<std::uint64_t> connection_losses{0};
+  std::atomic<std::uint64_t> protocol_errors{0};  // streams that broke RESP (dropped, reconnected)
+  std::atomic<std::uint64_t> stalled_drops{0};    // dropped: a request timed out with nothing read
 };
 
 /// One command to send: its encoded bytes and what to do with its reply.
@@ -112,6 +114,11 @@ class connection : public std::enable_shared_from_this<connection> {
   void arm_timeout();
   void on_timeout();
   void fail_queued(std::error_code ec);
+  void protocol_fault(std::string text);
+  // Runs a handler; an exception it throws is reported (config::on_error), never propagated.
+  void call(reply_handler& h, std::error_code ec, reply r) noexcept;
+  // The reply a request fails with: the error's text when there is one (a protocol error's message).
+  reply failure_reply(std::error_code ec) const;
 
   asio::any_io_executor ex_;
   config cfg_;
@@ -128,6 +135,8 @@ class connection : public std::enable_shared_from_this<connection> {
   int handshake_pending_ = 0;
   std::error_code handshake_error_;
   std::error_code last_error_;
+  std::string last_error_text_;        // the protocol error's message, shown to the requests it fails
+  clock::time_point last_read_{};      // when bytes last arrived (liveness)
   std::deque<queued> queued_;
   std::deque<inflight> inflight_;
   std::string wbuf_;
