@@ -3,6 +3,8 @@
 
 #include <asio/strand.hpp>
 
+#include "background.hpp"
+#include "callback_slot.hpp"
 #include "client_impl.hpp"
 #include "lock/lock_service.hpp"
 #include "random.hpp"
@@ -16,7 +18,7 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
     // A user executor may run on several threads: a strand keeps all of the client's state on one.
     ex_ = asio::make_strand(*user_ex);
   } else {
-    own_ctx_ = std::make_unique<asio::io_context>(1);
+    own_ctx_ = std::make_shared<asio::io_context>(1);
     work_.emplace(own_ctx_->get_executor());
     ex_ = own_ctx_->get_executor();
   }
@@ -26,18 +28,24 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
   cmd_->set_callbacks({[this] { locks_->on_command_connection_up(); }, {}, {}});
 }
 
-client_impl::~client_impl() { shutdown(); }
+client_impl::~client_impl() {
+  shutdown();
+  if (thread_.joinable()) thread_.detach();  // destroyed on its own I/O thread: it ends by itself
+}
 
 void client_impl::start() {
   if (own_ctx_) {
-    thread_ = std::thread([this] {
+    // The thread shares the io_context: if the client's last reference goes on this very thread
+    // (the thread then detaches), the context outlives the client until run() returns.
+    thread_ = std::thread([ctx = own_ctx_, cfg = cfg_] {
       for (;;) {
         try {
-          own_ctx_->run();
+          ctx->run();
           return;
         } catch (...) {
-          // A user's completion handler threw. Asio leaves the context usable; keep serving the
-          // other users of the client rather than terminating the process.
+          // A completion handler posted here threw. Asio leaves the context usable: report it and
+          // keep serving everyone else's locks rather than terminating the process.
+          report_exception(cfg, "completion handler");
         }
       }
     });
@@ -76,10 +84,9 @@ void client_impl::shutdown() noexcept {
     asio::post(ex_, close_all);
   }
   work_.reset();
-  if (thread_.joinable()) {
-    if (on_io_thread()) thread_.detach();  // the last reference was dropped on the I/O thread itself
-    else thread_.join();
-  }
+  // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever
+  // destroys the client joins it. Only a client whose last reference goes on its own thread detaches.
+  if (thread_.joinable() && !on_io_thread()) thread_.join();
 }
 
 void client_impl::exec(std::string payload, reply_handler h, bool idempotent) {
@@ -226,13 +233,14 @@ void client::async_command_impl(std::vector<std::string> args,
 
 void client::ping(std::error_code& ec) {
   auto r = command({"PING"}, ec);
-  if (!ec && !(r.is_string() && r.str == "PONG")) ec = errc::protocol_error;
+  if (!ec && !(r.is_string() && r.str == "PONG")) ec = errc::bad_reply;
 }
 
 void client::ping() {
   std::error_code ec;
-  ping(ec);
-  throw_if(ec, ("client::ping " + impl_->cfg().redacted_url()).c_str());
+  auto r = command({"PING"}, ec);
+  if (!ec && !(r.is_string() && r.str == "PONG")) ec = errc::bad_reply;
+  if (ec) throw error(ec, describe(r, ("client::ping " + impl_->cfg().redacted_url()).c_str()));
 }
 
 // ---- subscriptions -----------------------------------------------------------------------------
@@ -240,7 +248,7 @@ void client::ping() {
 struct subscription::state final : detail::subscriber::listener {
   std::shared_ptr<detail::client_impl> impl;
   std::string channel;
-  std::function<void(std::string_view, std::string_view)> fn;
+  detail::callback_slot<std::string_view, std::string_view> fn;
   detail::unique_function<void(std::error_code, bool)> confirmed;
   std::unique_ptr<asio::steady_timer> timer;  // bounds the wait for the confirmation
   bool added = false;
@@ -254,7 +262,7 @@ struct subscription::state final : detail::subscriber::listener {
   }
 
   void on_message(std::string_view ch, std::string_view payload) override {
-    if (fn) fn(ch, payload);
+    fn.call(impl->cfg(), "subscribe callback", ch, payload);
   }
   void on_subscribed() override { complete({}); }
 };
@@ -263,8 +271,12 @@ void subscription::reset() noexcept {
   if (!state_) return;
   auto st = std::move(state_);
   auto impl = st->impl;
+  // The promise: once this returns the callback is not running and never runs again (from inside
+  // the callback itself, it runs no more once it returns).
+  st->fn.set(nullptr);
   // The listener must leave the subscriber on the executor; it stays alive until then.
-  impl->run([st] {
+  // Always posted: called from inside the callback, the state must outlive the call in progress.
+  impl->post([st] {
     if (st->added) st->impl->sub().remove(st->channel, st.get());
     st->added = false;
   });
@@ -279,7 +291,7 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   auto st = std::make_shared<subscription::state>();
   st->impl = impl_;
   st->channel = std::move(channel);
-  st->fn = std::move(on_message);
+  st->fn.set(std::move(on_message));
   auto timeout = impl_->cfg().request_timeout;
   detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
     st->confirmed = std::move(done);
@@ -316,6 +328,8 @@ client_stats client::stats() const {
   s.replies = c.replies;
   s.connects = c.connects;
   s.connection_losses = c.connection_losses;
+  s.protocol_errors = c.protocol_errors + impl_->sub().stats().protocol_errors;
+  s.stalled_drops = c.stalled_drops;
   auto& p = impl_->sub().stats();
   s.pubsub_commands = p.commands;
   s.pubsub_connects = p.connects;

@@ -98,7 +98,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
  private:
   config cfg_;
   std::string uuid_;
-  std::unique_ptr<asio::io_context> own_ctx_;
+  std::shared_ptr<asio::io_context> own_ctx_;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   asio::any_io_executor ex_;
   std::thread thread_;

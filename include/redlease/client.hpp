@@ -35,6 +35,10 @@ struct client_stats {
   std::uint64_t replies = 0;            ///< replies read on the command connection
   std::uint64_t connects = 0;           ///< successful (re)connections of the command connection
   std::uint64_t connection_losses = 0;  ///< drops of the command connection
+  std::uint64_t protocol_errors = 0;    ///< replies that broke RESP or its bounds (both connections);
+                                        ///< each dropped and re-established its connection
+  std::uint64_t stalled_drops = 0;      ///< command connection dropped: a request timed out with
+                                        ///< nothing received for `request_timeout` (liveness)
   std::uint64_t pubsub_commands = 0;    ///< commands written on the pub/sub connection
   std::uint64_t pubsub_connects = 0;    ///< successful (re)connections of the pub/sub connection
   std::uint64_t renew_calls = 0;        ///< watchdog script calls (each renews a batch)
@@ -58,6 +62,12 @@ class subscription {
   }
   ~subscription() { reset(); }
   /// Unsubscribes (the client sends UNSUBSCRIBE once no one else listens on the channel).
+  ///
+  /// Teardown promise: once `reset()` (or the destructor) returns, the callback is not running and
+  /// never runs again, so the objects it touches may be destroyed next. Called from another thread
+  /// while the callback runs, it waits for the callback to return (so the callback must not wait
+  /// for that thread). Called from inside the callback itself it neither waits nor deadlocks: the
+  /// callback finishes its current message and is never called again.
   void reset() noexcept;
   /// True while subscribed.
   explicit operator bool() const noexcept { return static_cast<bool>(state_); }
@@ -80,6 +90,14 @@ class subscription {
 /// Thread-safety: every member function may be called from any thread. The blocking calls must not
 /// be made on the client's own I/O thread (from a completion handler or an `on_lost` callback): they
 /// fail with `errc::would_deadlock` there.
+///
+/// Callbacks and exceptions: completion handlers are always posted to their associated executor
+/// (the client's I/O thread when they have none), never run inside the function that started the
+/// operation. User code on the I/O thread (completion handlers, `on_lost`, subscribe callbacks) may
+/// throw: the client catches the exception at that boundary, reports it through `config::on_error`
+/// (default: a line on stderr) and keeps its thread, connections and watchdog running. On an
+/// executor you supply, an exception from a completion handler propagates out of your `run()`, as
+/// Asio specifies; the client's state is not affected.
 class client {
  public:
   /// Starts the client with its own I/O thread. Does not block; connection errors show on the first
@@ -145,8 +163,10 @@ class client {
   void ping(std::error_code& ec);
 
   /// Subscribes to `channel` on the pub/sub connection and waits until the server confirms.
-  /// `on_message(channel, payload)` runs on the client's I/O thread. Subscriptions are
-  /// reference-counted per channel and restored after a reconnect.
+  /// `on_message(channel, payload)` runs on the client's I/O thread; it must not block, and an
+  /// exception it throws is reported through `config::on_error` (the message is dropped, nothing
+  /// else is affected). Subscriptions are reference-counted per channel and restored after a
+  /// reconnect.
   /// @throws redlease::error if the subscription is not confirmed within the request timeout.
   subscription subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message);
   /// As above, reporting through `ec`.
@@ -156,7 +176,10 @@ class client {
   /// Traffic counters.
   client_stats stats() const;
 
-  /// Closes the client now (as the destructor does, without joining). Idempotent.
+  /// Closes the client now (as the destructor does, without joining). Idempotent. It may be called
+  /// from inside a callback on the client's I/O thread; the thread is then joined by the destructor.
+  /// Operations started after the close complete with `errc::client_closed`: a handler with an
+  /// executor of its own is posted there, one without is posted to `asio::system_executor`.
   void close() noexcept;
 
   /// @private The implementation, shared with lock handles.

@@ -51,7 +51,8 @@ struct lost_info {
 };
 
 /// Callback for a lost lock. Runs once per lost hold, on the client's I/O thread: it must not block
-/// (blocking calls there fail with `errc::would_deadlock`); it must not throw.
+/// (blocking calls there fail with `errc::would_deadlock`). An exception it throws is reported
+/// through `config::on_error`; nothing else is affected.
 using lost_handler = std::function<void(const lost_info&)>;
 
 /// How a waiter waits for a held lock.
@@ -161,6 +162,10 @@ class lock_handle {
   std::chrono::milliseconds remaining_ttl(std::error_code& ec);
 
   // ---- the local view of the calling thread's hold (no I/O) ------------------------------------
+  // Thread rule: the local view answers on any thread, the client's I/O thread included (inside a
+  // completion handler or an on_lost callback), without waiting for that thread: it reads the
+  // client's hold table under a short lock. A hold is in the view before the completion of the
+  // acquisition that made it runs.
 
   /// True while the calling thread holds the lock and it has not been found lost.
   bool valid() const;
@@ -171,7 +176,10 @@ class lock_handle {
   /// never stops if the thread does not hold the lock.
   std::stop_token lost_token() const;
   /// Sets the callback for the holds taken through this handle (and its copies) from now on,
-  /// including the current ones. Replaces any earlier callback.
+  /// including the current ones. Replaces any earlier callback. Teardown promise: once it returns
+  /// (or the handle's last copy is destroyed, which clears the callback), the old callback is not
+  /// running and never runs again; from another thread it waits for a running call to return, from
+  /// inside the callback it takes effect when the callback returns.
   void on_lost(lost_handler cb);
   /// Sets how this handle (and copies made after) waits for a held lock; pub/sub by default.
   /// Not synchronised with calls in flight on the same handle: set it before sharing the handle.
@@ -324,6 +332,7 @@ class lock_handle {
   std::string name_;
   lock_kind kind_;
   std::shared_ptr<lost_slot> state_;  // the on_lost callback, shared by copies of the handle
+  std::shared_ptr<void> life_;        // copies of the handle only: the last one clears the callback
   wait_strategy wait_;
 };
 

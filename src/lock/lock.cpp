@@ -30,7 +30,11 @@ owner_id client::new_owner() noexcept { return next_owner.fetch_add(1, std::memo
 namespace detail {
 
 lock_handle::lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind)
-    : client_(std::move(c)), name_(std::move(name)), kind_(kind), state_(std::make_shared<lost_slot>()) {}
+    : client_(std::move(c)), name_(std::move(name)), kind_(kind), state_(std::make_shared<lost_slot>()) {
+  // Shared by the handle's copies only (the holds share state_): when the last copy goes, its
+  // on_lost callback is cleared, with the teardown promise of callback_slot.
+  life_ = std::shared_ptr<void>(nullptr, [s = state_](void*) { s->cb.set(nullptr); });
+}
 
 asio::any_io_executor lock_handle::executor() const { return client_->executor(); }
 
@@ -100,7 +104,7 @@ void lock_handle::async_remaining_ttl_impl(int_handler h) {
     if (closed) return h(errc::client_closed, 0);
     c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, -2);
-      if (!r.is_integer()) return h(errc::protocol_error, -2);
+      if (!r.is_integer()) return h(errc::bad_reply, -2);
       h({}, r.integer);
     }, true);
   });
@@ -245,10 +249,10 @@ std::chrono::milliseconds lock_handle::remaining_ttl() {
 // ---- local view --------------------------------------------------------------------------------
 
 namespace {
+// Read directly, on any thread (the I/O thread included, e.g. inside a completion handler).
 lock_service::local_view view_of(client_impl& c, const std::string& name, owner_id owner, bool want_token = false) {
-  std::error_code ec;
-  return sync_call<lock_service::local_view>(c, ec,
-                                             [&](auto done) { done({}, c.locks().view(name, owner, want_token)); });
+  if (c.closed()) return {};
+  return c.locks().view(name, owner, want_token);
 }
 }  // namespace
 
@@ -263,10 +267,7 @@ std::stop_token lock_handle::lost_token(owner_id owner) const {
 }
 std::stop_token lock_handle::lost_token() const { return lost_token(this_thread_owner()); }
 
-void lock_handle::on_lost(lost_handler cb) {
-  std::lock_guard<std::mutex> g(state_->mu);
-  state_->fn = std::move(cb);
-}
+void lock_handle::on_lost(lost_handler cb) { state_->cb.set(std::move(cb)); }
 
 }  // namespace detail
 }  // namespace redlease

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <random>
 
+#include "background.hpp"
 #include "client_impl.hpp"
 #include "net/resp.hpp"
 #include "random.hpp"
@@ -198,6 +199,7 @@ lock_service::hold* lock_service::find(std::string_view name, owner_id owner) co
 
 lock_service::local_view lock_service::view(std::string_view name, owner_id owner, bool want_token) {
   local_view v;
+  std::lock_guard<std::mutex> g(view_mu_);
   if (auto* h = find(name, owner)) {
     v.held = true;
     v.valid = !h->lost && clock::now() < h->valid_until;
@@ -233,7 +235,7 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
     if (ec) return h(ec, std::nullopt, sent);
     if (r.is_nil()) return h({}, std::nullopt, sent);
     if (r.is_integer()) return h({}, r.integer, sent);
-    h(errc::protocol_error, std::nullopt, sent);
+    h(errc::bad_reply, std::nullopt, sent);
   });
 }
 
@@ -334,12 +336,16 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     h->owner = owner;
     h->kind = kind;
     if (kind == lock_kind::mutex) h->token = id;
+    std::lock_guard<std::mutex> g(view_mu_);
     holds_.insert(h);
     ++c_.held_locks;
   }
   if (slot) h->slot = slot;
   h->levels.push_back(lease);
-  h->valid_until = sent + lease.value_or(c_.cfg().watchdog_timeout);
+  {
+    std::lock_guard<std::mutex> g(view_mu_);
+    h->valid_until = sent + lease.value_or(c_.cfg().watchdog_timeout);
+  }
   reschedule(*h);
 }
 
@@ -368,28 +374,30 @@ void lock_service::erase(hold* h) {
   h->renewable = false;
   h->removed = true;
   --c_.held_locks;
-  if (auto it = holds_.find(key{h->name, h->owner}); it != holds_.end()) holds_.erase(it);
+  std::shared_ptr<hold> keep;  // the hold dies outside the lock (and after it, when the caller is done)
+  std::lock_guard<std::mutex> g(view_mu_);
+  if (auto it = holds_.find(key{h->name, h->owner}); it != holds_.end()) {
+    keep = *it;
+    holds_.erase(it);
+  }
 }
 
 void lock_service::mark_lost(hold& h, lost_reason why) {
   if (h.lost) return;
-  h.lost = true;
+  std::stop_source stop{std::nostopstate};
+  {
+    std::lock_guard<std::mutex> g(view_mu_);
+    h.lost = true;
+    stop = h.stop;
+  }
   schedule_.remove(&h);
   if (h.renewable) --c_.watched_locks;
   h.renewable = false;
-  if (h.stop.stop_possible()) h.stop.request_stop();
-  lost_handler fn;
-  if (h.slot) {
-    std::lock_guard<std::mutex> g(h.slot->mu);
-    fn = h.slot->fn;
-  }
-  if (fn) {
-    try {
-      fn(lost_info{h.name, h.owner, why});
-    } catch (...) {
-      // A throwing callback must not take the client's I/O thread down with it.
-    }
-  }
+  // Stop callbacks and on_lost are user code: they run outside view_mu_, so they may ask for the
+  // local view; an exception on_lost throws is reported, never propagated.
+  if (stop.stop_possible()) stop.request_stop();
+  auto keep = h.shared_from_this();
+  if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", lost_info{h.name, h.owner, why});
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
   // a fixed-lease lock that is never unlocked is a common pattern.
   auto now = clock::now();
@@ -634,7 +642,7 @@ void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_h
                      h->release_in_doubt = release_unknown(ec);
                      return done(ec);
                    }
-                   if (!r.is_integer()) return done(errc::protocol_error);
+                   if (!r.is_integer()) return done(errc::bad_reply);
                    bool was_lost = h->lost;
                    // The token is ours alone: on a retry (or after an unlock in doubt) a missing token
                    // means the earlier compare-and-delete ran.
@@ -693,7 +701,7 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
           drop_lost_level(*h);
           return done(errc::lock_lost);
         }
-        if (!r.is_integer()) return done(errc::protocol_error);
+        if (!r.is_integer()) return done(errc::bad_reply);
         if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)
         if (was_lost) {
           drop_lost_level(*h);
@@ -717,7 +725,7 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
   c_.exec_script(lua::force_unlock, std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
-                   if (!r.is_integer()) return done(errc::protocol_error, false);
+                   if (!r.is_integer()) return done(errc::bad_reply, false);
                    // Holds of this client on the name are gone too: tell their owners.
                    std::vector<hold*> mine;
                    for (auto& h : holds_)
@@ -738,7 +746,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
       if (r.is_nil()) return done({}, 0);
       long long v = 0;
       auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-      if (e != std::errc{} || p != r.str.data() + r.str.size()) return done(errc::protocol_error, 0);
+      if (e != std::errc{} || p != r.str.data() + r.str.size()) return done(errc::bad_reply, 0);
       done({}, v);
     }, true);
     return;
@@ -832,7 +840,10 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
                        long long res = code[i];
                        if (res == 1) {
                          ++c_.renewed_locks;
-                         h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
+                         {
+                           std::lock_guard<std::mutex> g(view_mu_);
+                           h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
+                         }
                          reschedule(h);
                        } else if (res == 0) {
                          mark_lost(h, lost_reason::deleted);

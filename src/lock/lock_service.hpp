@@ -18,6 +18,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "callback_slot.hpp"
 #include "net/subscriber.hpp"
 #include "redlease/lock.hpp"
 #include "watchdog/scheduler.hpp"
@@ -26,10 +27,10 @@ namespace redlease::detail {
 
 class client_impl;
 
-/// The on_lost callback of a handle (and its copies); read on the executor, set from any thread.
+/// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
+/// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
 struct lost_slot {
-  std::mutex mu;
-  lost_handler fn;
+  callback_slot<const lost_info&> cb;
 };
 
 /// The cancellation state of one async acquisition (executor only). A cancellation that arrives
@@ -72,6 +73,7 @@ class lock_service {
     std::stop_token token;
   };
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
+  /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
   local_view view(std::string_view name, owner_id owner, bool want_token);
 
   void on_command_connection_up();
@@ -136,6 +138,10 @@ class lock_service {
   void with_keyspace_state(unique_function<void()> then);
 
   client_impl& c_;
+  // Guards what view() reads from other threads: the set's structure and each hold's valid_until,
+  // lost flag and stop source. Written on the executor only, always under it; never held while
+  // user code runs.
+  mutable std::mutex view_mu_;
   std::unordered_set<std::shared_ptr<hold>, hold_hash, hold_eq> holds_;
   std::deque<std::pair<clock::time_point, std::weak_ptr<hold>>> lost_;  // lost holds, for cleanup
   std::unordered_set<std::shared_ptr<waiter>> waiters_;

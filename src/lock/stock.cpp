@@ -2,6 +2,7 @@
 #include "redlease/stock.hpp"
 
 #include <atomic>
+#include <charconv>
 
 #include "client_impl.hpp"
 #include "redlease/client.hpp"
@@ -43,7 +44,7 @@ void segmented_stock::async_try_take_impl(long long n, detail::unique_function<v
     if (closed) return h(errc::client_closed, false);
     c->exec_script(detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
-      if (!r.is_integer()) return h(errc::protocol_error, false);
+      if (!r.is_integer()) return h(errc::bad_reply, false);
       h({}, r.integer > 0);
     });
   });
@@ -79,28 +80,58 @@ void segmented_stock::init(long long total) {
   throw_if(ec, ("segmented_stock::init \"" + name_ + "\"").c_str());
 }
 
-long long segmented_stock::remaining(std::error_code& ec) {
+namespace {
+
+// The sum of the segments, or which segment holds something that is not a count.
+struct stock_sum {
+  long long sum = 0;
+  std::string bad_key;
+  std::string bad_value;
+};
+
+stock_sum sum_segments(const segmented_stock& s, detail::client_impl& c, std::error_code& ec) {
   std::string p;
-  detail::encode_header(p, segments_ + 1);
+  detail::encode_header(p, s.segments() + 1);
   detail::encode_arg(p, std::string_view("MGET"));
-  for (std::size_t i = 0; i < segments_; ++i) detail::encode_arg(p, segment_key(i));
-  return detail::sync_call<long long>(*client_, ec, [c = client_.get(), p = std::move(p)](auto done) mutable {
-    c->exec(std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
-      if (e) return done(e, 0);
-      if (!r.is_array()) return done(errc::protocol_error, 0);
-      long long sum = 0;
-      for (auto& el : r.elements)
-        if (el.is_string()) sum += std::stoll(el.str);
-      done({}, sum);
+  for (std::size_t i = 0; i < s.segments(); ++i) detail::encode_arg(p, s.segment_key(i));
+  return detail::sync_call<stock_sum>(c, ec, [&s, c = &c, p = std::move(p)](auto done) mutable {
+    c->exec(std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
+      if (e) return done(e, stock_sum{});
+      if (!r.is_array()) return done(errc::bad_reply, stock_sum{});
+      stock_sum out;
+      for (std::size_t i = 0; i < r.elements.size(); ++i) {
+        auto& el = r.elements[i];
+        if (el.is_nil()) continue;
+        long long v = 0;
+        auto [q, pe] = std::from_chars(el.str.data(), el.str.data() + el.str.size(), v);
+        if (!el.is_string() || pe != std::errc{} || q != el.str.data() + el.str.size() ||
+            __builtin_add_overflow(out.sum, v, &out.sum)) {
+          // A value someone else wrote: a typed error naming the key, never an exception here.
+          out.bad_key = s.segment_key(i);
+          out.bad_value = el.str.substr(0, 64);
+          return done(errc::bad_reply, std::move(out));
+        }
+      }
+      done({}, std::move(out));
     }, true);
   });
 }
 
+}  // namespace
+
+long long segmented_stock::remaining(std::error_code& ec) {
+  auto r = sum_segments(*this, *client_, ec);
+  return ec ? 0 : r.sum;
+}
+
 long long segmented_stock::remaining() {
   std::error_code ec;
-  auto r = remaining(ec);
+  auto r = sum_segments(*this, *client_, ec);
+  if (ec == errc::bad_reply && !r.bad_key.empty())
+    throw error(ec, "segmented_stock::remaining \"" + name_ + "\": segment key \"" + r.bad_key + "\" holds \"" +
+                        r.bad_value + "\", not a count");
   throw_if(ec, ("segmented_stock::remaining \"" + name_ + "\"").c_str());
-  return r;
+  return r.sum;
 }
 
 }  // namespace redlease

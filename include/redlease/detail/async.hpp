@@ -8,18 +8,21 @@
 #include <asio/associated_cancellation_slot.hpp>
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>
-#include <asio/dispatch.hpp>
 #include <asio/executor_work_guard.hpp>
+#include <asio/post.hpp>
+#include <asio/system_executor.hpp>
 
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "redlease/detail/unique_function.hpp"
 
 namespace redlease::detail {
 
-/// Set while the library completes a handler on the caller's thread because the client is closed:
-/// the handler's executor may no longer run, so the handler is invoked directly.
+/// Set while the library completes a handler because the client is closed: the client's own
+/// executor may run nothing more, so a handler without an executor of its own goes to Asio's
+/// system executor instead.
 inline thread_local bool complete_inline_now = false;
 
 /// Runs `f` with `complete_inline_now` set.
@@ -36,24 +39,30 @@ void complete_inline(F&& f) {
 }
 
 /// Type-erases `handler` for a completion signature `void(Args...)`. The returned function may be
-/// called on any thread; the handler runs on its associated executor (`fallback` if it has none).
+/// called on any thread; the handler is always *posted* to its associated executor (`fallback`, the
+/// client's, if it has none), never run inline: so it never runs inside its initiating function,
+/// nor inside the library's own frames (an exception it throws cannot unwind through them).
 /// With `clear_slot`, the handler's cancellation slot is cleared just before it runs (an operation
 /// that installed a cancellation handler must remove it when it completes).
 template <class... Args, class Handler, class Executor>
 unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& fallback, bool clear_slot = false) {
+  using handler_type = std::decay_t<Handler>;
   auto work = asio::make_work_guard(handler, fallback);
   return [h = std::forward<Handler>(handler), work = std::move(work), clear_slot](Args... args) mutable {
-    if (complete_inline_now) {
-      if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
-      std::move(h)(std::move(args)...);
-      return;
-    }
-    auto ex = work.get_executor();
-    asio::dispatch(ex, [h = std::move(h), work = std::move(work), clear_slot,
-                        t = std::make_tuple(std::move(args)...)]() mutable {
+    auto run = [h = std::move(h), clear_slot, t = std::make_tuple(std::move(args)...)]() mutable {
       if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
       std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
-    });
+    };
+    if constexpr (std::is_same_v<asio::associated_executor_t<handler_type, asio::system_executor>,
+                                 asio::system_executor>) {
+      if (complete_inline_now) {
+        asio::post(asio::system_executor(), std::move(run));
+        work.reset();
+        return;
+      }
+    }
+    asio::post(work.get_executor(), std::move(run));
+    work.reset();
   };
 }
 
