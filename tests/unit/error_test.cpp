@@ -2,6 +2,8 @@
 // Unit tests of redlease's error category, exception type and the mapping of server error replies.
 #include <gtest/gtest.h>
 
+#include <asio/error.hpp>
+
 #include <set>
 #include <string>
 #include <system_error>
@@ -18,7 +20,7 @@ constexpr errc all_errcs[] = {
     errc::auth_failed,     errc::select_failed,    errc::protocol_error,  errc::server_error,
     errc::wrong_type,      errc::invalid_url,      errc::tls_not_supported, errc::invalid_argument,
     errc::client_closed,   errc::operation_aborted, errc::not_owner,      errc::lock_lost,
-    errc::would_deadlock,  errc::server_busy,      errc::server_readonly,
+    errc::would_deadlock,  errc::server_busy,      errc::server_readonly, errc::bad_reply,
 };
 
 TEST(ErrorCategory, Name) {
@@ -159,3 +161,31 @@ TEST(ErrorFromReplyText, PrefixMustBeAtTheStart) {
 
 }  // namespace
 }  // namespace redlease
+
+// Generic code tests portable conditions: redlease's codes match the ones they correspond to, and
+// so do Asio's codes for the same situation.
+TEST(ErrorEquivalence, CodesMatchPortableConditions) {
+  using redlease::errc;
+  std::error_code aborted = errc::operation_aborted;
+  std::error_code asio_aborted = asio::error::operation_aborted;
+  EXPECT_EQ(aborted, std::errc::operation_canceled);
+  // Asio keeps its codes in its own system category, whose conditions are not std::errc's: ours
+  // match those too, so a test written against Asio's condition holds for redlease's code.
+  EXPECT_TRUE(aborted == asio_aborted.default_error_condition());
+  EXPECT_TRUE(std::error_code(errc::request_timeout) ==
+              std::error_code(asio::error::timed_out).default_error_condition());
+  EXPECT_FALSE(std::error_code(errc::request_timeout) == asio_aborted.default_error_condition());
+  EXPECT_EQ(std::error_code(errc::request_timeout), std::errc::timed_out);
+  EXPECT_EQ(std::error_code(errc::connect_timeout), std::errc::timed_out);
+  EXPECT_EQ(std::error_code(errc::invalid_argument), std::errc::invalid_argument);
+  EXPECT_EQ(std::error_code(errc::would_deadlock), std::errc::resource_deadlock_would_occur);
+  EXPECT_EQ(std::error_code(errc::connect_failed), std::errc::connection_refused);
+  EXPECT_EQ(std::error_code(errc::connection_lost), std::errc::connection_reset);
+  EXPECT_EQ(std::error_code(errc::protocol_error), std::errc::protocol_error);
+  EXPECT_EQ(std::error_code(errc::bad_reply), std::errc::bad_message);
+  // Codes without a portable counterpart keep their own condition, and codes stay distinct.
+  EXPECT_NE(std::error_code(errc::lock_lost), std::errc::timed_out);
+  EXPECT_EQ(std::error_code(errc::lock_lost), std::error_code(errc::lock_lost).default_error_condition());
+  EXPECT_NE(std::error_code(errc::request_timeout), std::error_code(errc::connect_timeout));
+  EXPECT_NE(std::error_code(errc::operation_aborted), std::errc::timed_out);
+}

@@ -1,0 +1,316 @@
+// SPDX-License-Identifier: MIT
+// The client cannot be stopped by its users' code or by a bad value in Redis (issue "Hardening"),
+// and the teardown promise of every callback it takes. Each test fails on the code before the fix.
+#include <gtest/gtest.h>
+
+#include <asio/bind_executor.hpp>
+#include <asio/io_context.hpp>
+#include <asio/strand.hpp>
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "fault_proxy.hpp"
+#include "lock_test_support.hpp"
+#include "redlease/redlease.hpp"
+
+namespace redlease::test {
+namespace {
+
+// Collects what config::on_error is told.
+struct error_log {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const background_error&)> hook() {
+    return [this](const background_error& e) {
+      std::lock_guard<std::mutex> g(mu);
+      lines.push_back(std::string(e.source) + ": " + e.message);
+    };
+  }
+  bool has(const std::string& text) {
+    std::lock_guard<std::mutex> g(mu);
+    for (auto& l : lines)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  }
+};
+
+class hardening : public lock_fixture {
+ protected:
+  config cfg_with(error_log& log) {
+    auto c = cfg();
+    c.on_error = log.hook();
+    return c;
+  }
+};
+
+// 1. One bad value in Redis: a typed error naming the key; everything else keeps working.
+TEST_F(hardening, BadStockValueIsATypedErrorAndTheClientLives) {
+  client c(cfg());
+  auto s = c.stock("sku:bad", 4);
+  s.init(40);
+  raw()({"SET", "sku:bad:2", "not-a-number"});
+  try {
+    (void)s.remaining();
+    FAIL() << "remaining() accepted a non-number";
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), errc::bad_reply);
+    EXPECT_NE(std::string(e.what()).find("sku:bad:2"), std::string::npos) << e.what();
+  }
+  std::error_code ec;
+  EXPECT_EQ(s.remaining(ec), 0);
+  EXPECT_EQ(ec, errc::bad_reply);
+  // The client is alive: commands, locks, and no connection was lost over it.
+  c.ping();
+  auto l = c.lock("after-bad-value");
+  EXPECT_TRUE(l.try_lock());
+  l.unlock();
+  EXPECT_EQ(c.stats().connection_losses, 0u);
+}
+
+// 2. A throwing subscribe callback does not deafen the client's other channels.
+TEST_F(hardening, ThrowingSubscribeCallbackDoesNotDeafenOtherChannels) {
+  error_log log;
+  client c(cfg_with(log));
+  auto bad = c.subscribe("ch:bad", [](std::string_view, std::string_view) { throw std::runtime_error("boom"); });
+  std::promise<std::string> got;
+  std::atomic<bool> once{false};
+  auto good = c.subscribe("ch:good", [&](std::string_view, std::string_view p) {
+    if (!once.exchange(true)) got.set_value(std::string(p));
+  });
+  raw()({"PUBLISH", "ch:bad", "x"});
+  auto t0 = steady::now();
+  raw()({"PUBLISH", "ch:good", "hello"});
+  auto f = got.get_future();
+  ASSERT_EQ(f.wait_for(1s), std::future_status::ready) << "the other channel went deaf";
+  EXPECT_EQ(f.get(), "hello");
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_TRUE(eventually([&] { return log.has("subscribe callback: exception: boom"); }));
+}
+
+// 3. The exception rule: caught at the boundary, reported through on_error, the I/O thread lives.
+TEST_F(hardening, ThrowingCompletionHandlerIsReportedAndTheClientLives) {
+  error_log log;
+  client c(cfg_with(log));
+  c.async_command({"PING"}, [](std::error_code, reply) { throw std::runtime_error("handler threw"); });
+  EXPECT_TRUE(eventually([&] { return log.has("completion handler: exception: handler threw"); }));
+  c.ping();
+  auto l = c.lock("after-throw");
+  EXPECT_TRUE(l.try_lock());
+  l.unlock();
+}
+
+TEST_F(hardening, ThrowingOnLostIsReportedAndTheWatchdogGoesOn) {
+  error_log log;
+  client c(cfg_with(log));
+  auto l = c.lock("lost-throws");
+  auto other = c.lock("keeps-going");
+  l.on_lost([](const lost_info&) { throw std::runtime_error("on_lost threw"); });
+  auto owner = c.new_owner();
+  ASSERT_TRUE(l.async_try_lock(owner, 0ms, asio::use_future).get());
+  ASSERT_TRUE(other.async_try_lock(owner, 0ms, asio::use_future).get());
+  EXPECT_TRUE(c.lock("lost-throws").force_unlock());  // this client's hold is told at once
+  EXPECT_TRUE(eventually([&] { return log.has("on_lost callback: exception: on_lost threw"); }));
+  EXPECT_FALSE(l.valid(owner));
+  EXPECT_TRUE(other.valid(owner));
+  c.ping();
+  other.async_unlock(owner, asio::use_future).get();
+}
+
+// 4. The local view is right on the I/O thread, inside the completion of the acquisition.
+TEST_F(hardening, LocalViewIsRightInsideTheCompletionHandler) {
+  client c(cfg());
+  auto l = c.lock("view-in-handler");
+  auto owner = c.new_owner();
+  std::promise<std::tuple<bool, bool, bool>> seen;
+  l.async_try_lock(owner, 0ms, [&](std::error_code ec, bool got) {
+    auto token = l.lost_token(owner);
+    seen.set_value({!ec && got, l.valid(owner), token.stop_possible() && !token.stop_requested()});
+  });
+  auto [got, valid, token_ok] = seen.get_future().get();
+  EXPECT_TRUE(got);
+  EXPECT_TRUE(valid);
+  EXPECT_TRUE(token_ok);
+  EXPECT_GT(l.valid_until(owner), std::chrono::steady_clock::now());
+  l.async_unlock(owner, asio::use_future).get();
+  EXPECT_FALSE(l.valid(owner));
+}
+
+// 5. No handler runs inside its initiating function; completions go to the associated executor.
+TEST_F(hardening, HandlerNeverRunsInsideItsInitiatingFunction) {
+  asio::io_context user;
+  auto guard = asio::make_work_guard(user);
+  std::thread runner([&] { user.run(); });
+  auto strand = asio::make_strand(user);
+
+  client c(cfg());
+  auto l = c.lock("initiation");
+  auto owner = c.new_owner();
+
+  // A live client, an argument error detected at once: still posted, to the strand.
+  std::atomic<bool> initiating{true};
+  std::promise<std::pair<bool, bool>> p1;
+  l.async_try_lock(owner, -1ms, asio::bind_executor(strand, [&](std::error_code ec, bool) {
+                     p1.set_value({initiating.load(), strand.running_in_this_thread() && ec == errc::invalid_argument});
+                   }));
+  initiating = false;
+  auto r1 = p1.get_future().get();
+  EXPECT_FALSE(r1.first) << "the handler ran inside async_try_lock";
+  EXPECT_TRUE(r1.second);
+
+  // A closed client: posted to the strand, not run inside async_lock.
+  c.close();
+  initiating = true;
+  std::promise<std::pair<bool, bool>> p3;
+  l.async_lock(owner, asio::bind_executor(strand, [&](std::error_code ec) {
+                 p3.set_value({initiating.load(), strand.running_in_this_thread() && ec == errc::client_closed});
+               }));
+  initiating = false;
+  auto f3 = p3.get_future();
+  ASSERT_EQ(f3.wait_for(5s), std::future_status::ready);
+  auto r3 = f3.get();
+  EXPECT_FALSE(r3.first) << "the handler ran inside async_lock";
+  EXPECT_TRUE(r3.second) << "not on the strand, or not client_closed";
+
+  // A closed client and a handler without an executor: not inline either (Asio's system executor).
+  initiating = true;
+  std::promise<bool> p4;
+  l.async_lock(owner, [&](std::error_code) { p4.set_value(initiating.load()); });
+  initiating = false;
+  EXPECT_FALSE(p4.get_future().get());
+
+  guard.reset();
+  runner.join();
+}
+
+TEST_F(hardening, HandlerInitiatedOnTheIoThreadIsNotRunInline) {
+  client c(cfg());
+  auto l = c.lock("initiation-io");
+  auto owner = c.new_owner();
+  auto inside = std::make_shared<std::atomic<bool>>(false);
+  std::promise<bool> p;
+  c.async_command({"PING"}, [&, inside](std::error_code, reply) {
+    *inside = true;
+    l.async_try_lock(owner, -1ms, [&p, inside](std::error_code, bool) { p.set_value(inside->load()); });
+    *inside = false;
+  });
+  EXPECT_FALSE(p.get_future().get()) << "the handler ran inside async_try_lock, on the I/O thread";
+}
+
+// Command connection liveness: a connection whose requests time out with nothing received is
+// dropped and re-established, and counted.
+TEST_F(hardening, StalledCommandConnectionIsDroppedAndReconnected) {
+  fault_proxy proxy(server().port());
+  auto c = cfg();
+  c.host = "127.0.0.1";
+  c.port = proxy.port();
+  c.request_timeout = 300ms;
+  c.on_error = [](const background_error&) {};
+  client cl(c);
+  cl.ping();
+  proxy.stall(true);
+  std::error_code ec;
+  cl.command({"PING"}, ec);
+  EXPECT_EQ(ec, errc::request_timeout);
+  EXPECT_EQ(ec, std::errc::timed_out);
+  EXPECT_TRUE(eventually([&] { return cl.stats().stalled_drops >= 1; }, 3000ms));
+  proxy.stall(false);
+  proxy.drop_all();
+  EXPECT_TRUE(eventually([&] {
+    std::error_code e;
+    cl.command({"PING"}, e);
+    return !e;
+  }, 5000ms));
+  EXPECT_GE(cl.stats().connects, 2u);
+}
+
+// ---- the teardown promise ------------------------------------------------------------------------
+
+TEST_F(hardening, SubscriptionResetWaitsForARunningCallback) {
+  client c(cfg());
+  auto inbox = std::make_unique<std::vector<std::string>>();
+  std::atomic<bool> entered{false}, finished{false};
+  auto* box = inbox.get();
+  auto sub = c.subscribe("teardown", [&, box](std::string_view, std::string_view p) {
+    entered = true;
+    std::this_thread::sleep_for(150ms);
+    box->push_back(std::string(p));
+    finished = true;
+  });
+  raw()({"PUBLISH", "teardown", "m1"});
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  sub.reset();
+  EXPECT_TRUE(finished.load()) << "reset() returned while the callback was running";
+  inbox.reset();  // the callback's target dies: the callback must never run again
+  raw()({"PUBLISH", "teardown", "m2"});
+  c.ping();
+  std::this_thread::sleep_for(50ms);  // a late callback would touch freed memory (ASan/TSan)
+}
+
+TEST_F(hardening, SubscriptionResetFromInsideItsCallbackNeitherWaitsNorRunsAgain) {
+  client c(cfg());
+  std::atomic<int> calls{0};
+  subscription sub;
+  std::promise<void> done;
+  sub = c.subscribe("self-reset", [&](std::string_view, std::string_view) {
+    if (++calls == 1) {
+      sub.reset();
+      done.set_value();
+    }
+  });
+  raw()({"PUBLISH", "self-reset", "1"});
+  ASSERT_EQ(done.get_future().wait_for(2s), std::future_status::ready) << "deadlocked";
+  raw()({"PUBLISH", "self-reset", "2"});
+  c.ping();
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(hardening, HandleDestroyedWhileOnLostRunsWaitsForIt) {
+  client c(cfg());
+  auto l = std::make_unique<reentrant_lock>(c.lock("teardown-lost"));
+  auto target = std::make_unique<int>(0);
+  std::atomic<bool> entered{false}, finished{false};
+  int* t = target.get();
+  l->on_lost([&, t](const lost_info&) {
+    entered = true;
+    std::this_thread::sleep_for(150ms);
+    *t = 1;
+    finished = true;
+  });
+  auto owner = c.new_owner();
+  ASSERT_TRUE(l->async_try_lock(owner, 0ms, asio::use_future).get());
+  std::thread forcer([&] { c.lock("teardown-lost").force_unlock(); });
+  ASSERT_TRUE(eventually([&] { return entered.load(); }));
+  l.reset();  // the handle's last copy: its callback is cleared, waiting for the running call
+  EXPECT_TRUE(finished.load()) << "the handle died while its on_lost was running";
+  target.reset();
+  forcer.join();
+}
+
+TEST_F(hardening, ClientClosedFromInsideACallback) {
+  auto c = std::make_unique<client>(cfg());
+  auto l = c->lock("close-inside");
+  std::promise<void> closed;
+  client* raw_c = c.get();
+  l.on_lost([&, raw_c](const lost_info&) {
+    raw_c->close();
+    closed.set_value();
+  });
+  auto owner = c->new_owner();
+  ASSERT_TRUE(l.async_try_lock(owner, 0ms, asio::use_future).get());
+  l.async_force_unlock([](std::error_code, bool) {});
+  ASSERT_EQ(closed.get_future().wait_for(5s), std::future_status::ready);
+  std::error_code ec;
+  l.try_lock(0ms, ec);
+  EXPECT_EQ(ec, errc::client_closed);
+  c.reset();  // joins the I/O thread; must neither hang nor crash
+}
+
+}  // namespace
+}  // namespace redlease::test
