@@ -58,6 +58,7 @@ connection::connection(asio::any_io_executor ex, const config& cfg, std::string 
       sock_(ex_),
       attempt_timer_(ex_),
       timeout_timer_(ex_),
+      liveness_timer_(ex_),
       rbuf_(new char[read_chunk]),
       reader_(resp_limits{cfg.max_reply_depth, cfg.max_reply_elements}),
       jitter_(std::random_device{}()) {}
@@ -227,7 +228,8 @@ void connection::connection_lost(std::error_code ec) {
   for (auto it = resend.rbegin(); it != resend.rend(); ++it) queued_.push_front(std::move(*it));
   state_ = state::backoff;
   if (cb_.on_down) cb_.on_down();
-  std::error_code why = broken ? ec : std::error_code(errc::connection_lost);
+  // A liveness drop fails what was written with request_timeout: the server did not answer in time.
+  std::error_code why = broken || ec == errc::request_timeout ? ec : std::error_code(errc::connection_lost);
   for (auto& h : failed) call(h, why, failure_reply(why));
   // Reconnect at once after a drop (the server may just have restarted); back off from then on.
   connect_attempt();
@@ -419,17 +421,30 @@ void connection::on_timeout() {
   for (auto& e : inflight_) written = written || (!e.handler && !e.internal);
   for (auto& h : expired) call(h, errc::request_timeout, reply{});
   if (state_ == state::closed) return;
-  // Liveness: a written request ran out of time and nothing at all has arrived for as long. The
-  // link or the server is stuck; a fresh connection is the only way to find out (the pub/sub
-  // connection has its PING for this).
-  if (written && state_ == state::up && clock::now() - last_read_ >= cfg_.request_timeout) {
+  if (written && state_ == state::up) check_liveness();
+  else arm_timeout();
+}
+
+// Liveness: written requests ran out of time and nothing at all has arrived for twice the request
+// timeout. The link or the server is stuck, and a fresh connection is the only way to find out (the
+// pub/sub connection has its PING for this). Twice, so that one slow reply that does come (a stall
+// that clears) keeps its connection.
+void connection::check_liveness() {
+  auto silent_until = last_read_ + 2 * cfg_.request_timeout;
+  if (clock::now() >= silent_until) {
     ++stats_.stalled_drops;
     report_background(cfg_, "connection", errc::request_timeout,
-                      "no reply for " + std::to_string(cfg_.request_timeout.count()) +
-                          " ms: dropping the connection and reconnecting");
+                      "nothing received for " + std::to_string(2 * cfg_.request_timeout.count()) +
+                          " ms with requests timed out: dropping the connection and reconnecting");
     return connection_lost(errc::request_timeout);
   }
   arm_timeout();
+  liveness_timer_.expires_at(silent_until);
+  liveness_timer_.async_wait([this, self = shared_from_this(), gen = gen_](std::error_code ec) {
+    if (ec || gen != gen_ || state_ != state::up) return;
+    for (auto& e : inflight_)
+      if (!e.handler && !e.internal) return check_liveness();  // still waiting for a timed-out reply
+  });
 }
 
 void connection::protocol_fault(std::string text) {
@@ -474,6 +489,7 @@ void connection::close() {
   sock_.close(ignored);
   attempt_timer_.cancel();
   timeout_timer_.cancel();
+  liveness_timer_.cancel();
   timeout_armed_ = false;
   std::deque<inflight> in;
   in.swap(inflight_);

@@ -115,6 +115,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_timeout();
   void fail_queued(std::error_code ec);
   void protocol_fault(std::string text);
+  void check_liveness();
   // Runs a handler; an exception it throws is reported (config::on_error), never propagated.
   void call(reply_handler& h, std::error_code ec, reply r) noexcept;
   // The reply a request fails with: the error's text when there is one (a protocol error's message).
@@ -127,6 +128,7 @@ class connection : public std::enable_shared_from_this<connection> {
   asio::generic::stream_protocol::socket sock_;
   asio::steady_timer attempt_timer_;   // connect timeout, then reconnect backoff
   asio::steady_timer timeout_timer_;   // request deadlines
+  asio::steady_timer liveness_timer_;  // a stuck connection's drop
   bool timeout_armed_ = false;
   clock::time_point timeout_at_{};
   state state_ = state::idle;

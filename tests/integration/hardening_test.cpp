@@ -152,11 +152,14 @@ TEST_F(hardening, HandlerNeverRunsInsideItsInitiatingFunction) {
   auto l = c.lock("initiation");
   auto owner = c.new_owner();
 
-  // A live client, an argument error detected at once: still posted, to the strand.
+  // "Inside" means on the calling thread before the initiating function returned: a handler that
+  // runs on another thread meanwhile (the strand's, the system executor's) is not inline.
+  const auto caller = std::this_thread::get_id();
   std::atomic<bool> initiating{true};
+  auto inline_run = [&] { return std::this_thread::get_id() == caller && initiating.load(); };
   std::promise<std::pair<bool, bool>> p1;
   l.async_try_lock(owner, -1ms, asio::bind_executor(strand, [&](std::error_code ec, bool) {
-                     p1.set_value({initiating.load(), strand.running_in_this_thread() && ec == errc::invalid_argument});
+                     p1.set_value({inline_run(), strand.running_in_this_thread() && ec == errc::invalid_argument});
                    }));
   initiating = false;
   auto r1 = p1.get_future().get();
@@ -168,7 +171,7 @@ TEST_F(hardening, HandlerNeverRunsInsideItsInitiatingFunction) {
   initiating = true;
   std::promise<std::pair<bool, bool>> p3;
   l.async_lock(owner, asio::bind_executor(strand, [&](std::error_code ec) {
-                 p3.set_value({initiating.load(), strand.running_in_this_thread() && ec == errc::client_closed});
+                 p3.set_value({inline_run(), strand.running_in_this_thread() && ec == errc::client_closed});
                }));
   initiating = false;
   auto f3 = p3.get_future();
@@ -180,7 +183,7 @@ TEST_F(hardening, HandlerNeverRunsInsideItsInitiatingFunction) {
   // A closed client and a handler without an executor: not inline either (Asio's system executor).
   initiating = true;
   std::promise<bool> p4;
-  l.async_lock(owner, [&](std::error_code) { p4.set_value(initiating.load()); });
+  l.async_lock(owner, [&](std::error_code) { p4.set_value(inline_run()); });
   initiating = false;
   EXPECT_FALSE(p4.get_future().get());
 
