@@ -24,7 +24,7 @@
 
 #include "bench_support.hpp"
 #include "commands.hpp"
-#include "redis_server.hpp"
+#include "local_server.hpp"
 #include "redlease/redlease.hpp"
 #include "redlease_lua.hpp"
 
@@ -929,16 +929,16 @@ std::string hex_id() {
 }
 
 int run_bench(options opt) {
-  std::unique_ptr<test::redis_server> server;
+  std::unique_ptr<local::redis_server> server;
   std::string url = opt.url;
   if (url.empty()) {
-    if (!test::redis_server::available()) {
+    if (!local::redis_server::available()) {
       std::cerr << "redlease bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    test::server_options o;
+    local::server_options o;
     o.unix_socket = false;
-    server = std::make_unique<test::redis_server>(o);
+    server = std::make_unique<local::redis_server>(o);
     url = server->url();
   }
   bench_ctx x;
