@@ -9,7 +9,7 @@
 #include <thread>
 #include <vector>
 
-#include "redis_server.hpp"
+#include "local_server.hpp"
 #include "redlease/redlease.hpp"
 
 using namespace std::chrono_literals;
@@ -37,14 +37,14 @@ static double pairs_per_s(redlease::client& c, int threads, std::chrono::millise
 }
 
 int main(int argc, char** argv) {
-  std::unique_ptr<redlease::test::redis_server> server;
+  std::unique_ptr<redlease::local::redis_server> server;
   std::string url;
   if (argc > 1) {
     url = argv[1];
   } else {
-    redlease::test::server_options o;
+    redlease::local::server_options o;
     o.unix_socket = false;
-    server = std::make_unique<redlease::test::redis_server>(o);
+    server = std::make_unique<redlease::local::redis_server>(o);
     url = server->url();
   }
   redlease::client c{redlease::config::from_url(url)};

@@ -1,35 +1,76 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Installs the dependencies, builds redlease, and runs every test: in a normal build, again under
-# AddressSanitizer + UndefinedBehaviorSanitizer, again under ThreadSanitizer, and the libFuzzer
-# targets for a few thousand iterations each.
+# Installs the dependencies, builds redlease, and runs every test: in a Release build (the project's
+# default flags, warnings as errors), again under AddressSanitizer + UndefinedBehaviorSanitizer, again
+# under ThreadSanitizer; builds it with clang++ (warnings as errors) and runs the unit tests; and runs
+# the libFuzzer targets as deterministic regression steps (corpus replay + fixed-seed runs).
+# A failing section does not stop the others; the script then exits 1 naming it. Prints the time of
+# each section at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 jobs=$(nproc)
 root=$PWD
-section() { printf '\n=== %s ===\n' "$*"; }
 
-section "build and test (RelWithDebInfo)"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs" --timeout 300)
+run_release() {
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$jobs"
+  (cd build && ctest --output-on-failure -j"$jobs" --timeout 300)
+}
 
-section "build and test under ASan + UBSan"
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=address,undefined \
-  -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-asan -j"$jobs"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j"$jobs" --timeout 300)
+run_clang() {
+  cmake -S . -B build-clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=Debug \
+    -DREDLEASE_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-clang -j"$jobs"
+  (cd build-clang && ctest --output-on-failure -j"$jobs" --timeout 300 -L unit)
+}
 
-section "build and test under TSan"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=thread \
-  -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
-cmake --build build-tsan -j"$jobs"
-(cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  ctest --output-on-failure -j"$jobs" --timeout 300)
+run_asan() {
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=address,undefined \
+    -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build build-asan -j"$jobs"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    ctest --output-on-failure -j"$jobs" --timeout 300)
+}
 
-section "fuzz targets (libFuzzer, clang)"
-cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
-cmake --build build-fuzz -j"$jobs"
-(cd build-fuzz && ctest --output-on-failure --timeout 300)
+run_tsan() {
+  cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=thread \
+    -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
+  cmake --build build-tsan -j"$jobs"
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
+    ctest --output-on-failure -j"$jobs" --timeout 300)
+}
+
+run_fuzz() {
+  cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  cmake --build build-fuzz -j"$jobs"
+  (cd build-fuzz && ctest --output-on-failure --timeout 300)
+}
+
+times=()
+failed=()
+section() {  # section <title> <function>
+  local start=$SECONDS rc
+  printf '\n=== %s ===\n' "$1"
+  set +e
+  (set -e; "$2")  # not in a condition, so that set -e applies inside
+  rc=$?
+  set -e
+  local status=ok
+  if ((rc != 0)); then status="FAILED ($rc)"; failed+=("$1"); fi
+  times+=("$(printf '%5d s  %-70s %s' $((SECONDS - start)) "$1" "$status")")
+}
+
+section "build and test (Release, g++)" run_release
+section "build with clang++ (Debug), unit tests" run_clang
+section "build and test under ASan + UBSan" run_asan
+section "build and test under TSan" run_tsan
+section "fuzz targets (libFuzzer, clang): corpus replay + fixed-seed runs" run_fuzz
+
+printf '\n=== time per section ===\n'
+printf '%s\n' "${times[@]}"
+printf '%5d s  total\n' "$SECONDS"
+if ((${#failed[@]} != 0)); then
+  printf '\ntest.sh: FAILED: %s\n' "$(IFS=';'; echo "${failed[*]}")" >&2
+  exit 1
+fi

@@ -24,7 +24,7 @@
 
 #include "bench_support.hpp"
 #include "commands.hpp"
-#include "redis_server.hpp"
+#include "local_server.hpp"
 #include "redlease/redlease.hpp"
 #include "redlease_lua.hpp"
 
@@ -282,6 +282,8 @@ constexpr std::size_t ceiling_keys = 4096;  // commands per phase of a ceiling r
 // Depth N: the commands go out N per write, and two writes are in flight (the next N are written as
 // soon as the previous N are all answered), so the server always has a full batch waiting while it
 // works on another: between N and 2N commands unanswered, never an idle round trip.
+// (Callers copy it into plain variables: their lambdas capture them, which clang before 16 cannot
+// do with a structured binding.)
 std::pair<std::size_t, std::size_t> window_of(int depth) {
   auto d = static_cast<std::size_t>(depth);
   return {2 * d, d};
@@ -292,7 +294,7 @@ row ceiling_ping_depth(bench_ctx& x, bench::raw_conn& rc, int depth) {
   stream s;
   for (std::size_t i = 0; i < ceiling_keys; ++i) s.add({"PING"});
   std::vector<float> lat;
-  auto [W, C] = window_of(depth);
+  const std::size_t W = window_of(depth).first, C = window_of(depth).second;  // captured below
   auto run = [&](double secs, bool record) {
     auto end = steady::now() + std::chrono::duration<double>(secs);
     long long n = 0;
@@ -346,7 +348,7 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
     }
   }
   const std::size_t k = acq.size();
-  auto [W, C] = window_of(depth);
+  const std::size_t W = window_of(depth).first, C = window_of(depth).second;  // captured below
   std::vector<float> lat_a, lat_r;
   double t_acq = 0, t_rel = 0;
   auto run = [&](double secs, bool record) {
@@ -929,16 +931,16 @@ std::string hex_id() {
 }
 
 int run_bench(options opt) {
-  std::unique_ptr<test::redis_server> server;
+  std::unique_ptr<local::redis_server> server;
   std::string url = opt.url;
   if (url.empty()) {
-    if (!test::redis_server::available()) {
+    if (!local::redis_server::available()) {
       std::cerr << "redlease bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    test::server_options o;
+    local::server_options o;
     o.unix_socket = false;
-    server = std::make_unique<test::redis_server>(o);
+    server = std::make_unique<local::redis_server>(o);
     url = server->url();
   }
   bench_ctx x;

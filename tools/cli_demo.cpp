@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "redis_server.hpp"
+#include "local_server.hpp"
 #include "redlease/redlease.hpp"
 
 extern char** environ;
@@ -273,16 +273,16 @@ std::string self_path() {
 }
 
 int run_demo(const std::string& url_opt) {
-  std::unique_ptr<test::redis_server> server;
+  std::unique_ptr<local::redis_server> server;
   std::string url = url_opt;
   if (url.empty()) {
-    if (!test::redis_server::available()) {
+    if (!local::redis_server::available()) {
       std::cerr << "redlease demo: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    test::server_options o;
+    local::server_options o;
     o.unix_socket = false;
-    server = std::make_unique<test::redis_server>(o);
+    server = std::make_unique<local::redis_server>(o);
     url = server->url();
     say("redlease demo: private redis-server (pid " + std::to_string(server->pid()) + ") on " + url +
         ", no persistence");

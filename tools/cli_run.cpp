@@ -386,8 +386,10 @@ int run(const run_options& o) {
       return exit_code::lock_lost;
     }
 
-    // ---- spawn the command. The client's sockets are not close-on-exec: mark every descriptor
-    // opened since we started (keeping those we inherited, which the user may mean for the child).
+    // ---- spawn the command. The client's sockets are already close-on-exec (open_cloexec in
+    // src/net/connection.cpp), as are Asio's and our own descriptors; as a safety net for anything
+    // else opened since we started, mark every such descriptor close-on-exec too (keeping those we
+    // inherited, which the user may mean for the child).
     for (int fd : open_fds())
       if (!inherited.count(fd)) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
     std::vector<std::string> env_strings;

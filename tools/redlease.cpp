@@ -4,11 +4,12 @@
 
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
+#include "redlease/version.hpp"
 
 int main(int argc, char** argv) {
   using namespace redlease::cli;
   CLI::App app{"redlease: distributed locks on Redis (Redisson-compatible), from the shell"};
-  app.set_version_flag("--version", std::string("redlease ") + redlease::version);
+  app.set_version_flag("--version", "redlease " REDLEASE_VERSION_STRING);
   app.require_subcommand(1);
   app.footer(
       "Exit status: the child's status for `run` (128+N if killed by signal N); 75 lock not acquired\n"

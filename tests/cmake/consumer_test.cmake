@@ -1,12 +1,15 @@
 # SPDX-License-Identifier: MIT
 # Installs the built library into a scratch prefix and builds and runs tests/cmake/consumer against
-# it with find_package(redlease). Script mode: -DBUILD=<build dir> -DSRC=<consumer dir> -DWORK=<dir>
-file(REMOVE_RECURSE ${WORK})
-execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${WORK}/prefix RESULT_VARIABLE rc OUTPUT_QUIET)
-if(rc)
-  message(FATAL_ERROR "install failed: ${rc}")
+# it with find_package(redlease); the consumer sets no C++ standard (redlease's target brings C++20).
+# Script mode: -DBUILD=<build dir> -DSRC=<consumer dir> -DWORK=<dir> -DVERSION=<project version>
+# [-DCXX=<compiler>]
+include(${CMAKE_CURRENT_LIST_DIR}/consumer_common.cmake)
+redlease_install_into_work()
+set(compiler)
+if(CXX)
+  set(compiler -DCMAKE_CXX_COMPILER=${CXX})
 endif()
-execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SRC} -B ${WORK}/build -DCMAKE_PREFIX_PATH=${WORK}/prefix ${compiler}
   RESULT_VARIABLE rc OUTPUT_QUIET)
 if(rc)
   message(FATAL_ERROR "configuring the consumer failed: ${rc}")
@@ -15,7 +18,4 @@ execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/build RESULT_VARIABLE r
 if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
-execute_process(COMMAND ${WORK}/build/consumer RESULT_VARIABLE rc)
-if(rc)
-  message(FATAL_ERROR "the consumer failed: ${rc}")
-endif()
+redlease_run_consumer(${WORK}/build/consumer)

@@ -243,7 +243,9 @@ void fault_proxy::run() noexcept {
     now = steady::now();
     // Existing pairs.
     for (std::size_t i = 2; i < fds.size(); ++i) {
-      auto [p, is_client] = owners[i - 2];
+      // Not a structured binding: the lambdas below use `p`, and clang before 16 cannot capture one.
+      pair* const p = owners[i - 2].first;
+      const bool is_client = owners[i - 2].second;
       short re = fds[i].revents;
       if (re == 0) continue;
       if (p == nullptr) {  // a blackholed connection: swallow, never answer

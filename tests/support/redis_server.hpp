@@ -2,40 +2,29 @@
 /// @file
 /// Real `redis-server` child processes for integration tests.
 ///
-/// Each `redis_server` runs its own redis-server on a free loopback port, without persistence, in a
-/// private temporary directory. Tests can stop, kill, restart, pause and resume it to simulate
-/// failures. The binary is taken from the environment variable `REDLEASE_TEST_REDIS_SERVER` (a
-/// path, or a name looked up on PATH) or else `redis-server` on PATH.
+/// The process handling is `redlease::local::redis_server` (tools/local_server.hpp, also what
+/// `redlease demo` and `redlease bench` use): each server runs on a free loopback port, without
+/// persistence, in a private temporary directory, and tests can stop, kill, restart, pause and
+/// resume it to simulate failures. This layer adds the raw client and takes the binary from the
+/// environment variable `REDLEASE_TEST_REDIS_SERVER` (a path, or a name looked up on PATH) or else
+/// `redis-server` on PATH.
 #pragma once
 
-#include <sys/types.h>
-
-#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "local_server.hpp"
 #include "raw_client.hpp"
 
 namespace redlease::test {
 
 /// How to start a `redis_server`.
-struct server_options {
-  /// If non-empty, the server requires this password (`--requirepass`).
-  std::string password;
-  /// Extra command-line arguments appended verbatim, e.g. `{"--notify-keyspace-events", "Kgx"}`.
-  std::vector<std::string> extra_args;
-  /// Also listen on a unix socket in the server's temporary directory.
-  bool unix_socket = true;
-};
+using server_options = local::server_options;
 
-/// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket).
-///
-/// The process is started by the constructor and stopped by the destructor. It is killed if the
-/// thread that started it exits (PR_SET_PDEATHSIG), so start servers from a thread that outlives
-/// them (normally the test's own thread), and at process exit (an `atexit` hook). Several objects
-/// may exist at once; one object must not be used from several threads at the same time.
-class redis_server {
+/// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket); see
+/// `local::redis_server` for the lifecycle and its rules.
+class redis_server : public local::redis_server {
  public:
   /// True if a redis-server binary is found (see the file comment).
   static bool available();
@@ -43,69 +32,10 @@ class redis_server {
   /// Starts the server on a free port and waits until it answers PING. Throws
   /// `std::runtime_error` (with the tail of the server's log) if it cannot be started.
   explicit redis_server(server_options opts = {});
-  /// Stops the server (SIGTERM, then SIGKILL after 5 s) and removes its temporary directory.
-  /// Never throws.
-  ~redis_server();
-  redis_server(const redis_server&) = delete;
-  redis_server& operator=(const redis_server&) = delete;
-  redis_server(redis_server&&) = delete;
-  redis_server& operator=(redis_server&&) = delete;
-
-  /// The TCP port; stays the same across stop()/start().
-  std::uint16_t port() const noexcept { return port_; }
-  /// The address it listens on: "127.0.0.1".
-  std::string host() const { return "127.0.0.1"; }
-  /// The unix socket path, or "" if `server_options::unix_socket` is false.
-  std::string unix_path() const;
-  /// "redis://127.0.0.1:PORT", or "redis://:PASSWORD@127.0.0.1:PORT" with a password (verbatim,
-  /// not percent-encoded).
-  std::string url() const;
-  /// The password it requires ("" for none).
-  const std::string& password() const noexcept { return opts_.password; }
-  /// The server's temporary directory (log file `redis.log`, stdout/stderr in `redis.out`).
-  const std::string& dir() const noexcept { return dir_; }
-  /// The child's process id, or -1 when it is not running.
-  pid_t pid() const noexcept { return pid_; }
-  /// True while the child process is running (also when paused).
-  bool running() const noexcept { return pid_ > 0; }
-  /// True between pause() and resume().
-  bool paused() const noexcept { return paused_; }
-
-  /// Stops the server gracefully: SIGCONT (in case it is paused), SIGTERM, wait; SIGKILL if it is
-  /// still there after 5 s. No-op if not running.
-  void stop();
-  /// Kills the server with SIGKILL and reaps it (crash simulation). No-op if not running.
-  void kill();
-  /// Starts the server again on the same port after stop()/kill() and waits until it answers PING.
-  /// No-op if running. Throws `std::runtime_error` on failure.
-  void start();
-  /// stop() then start(): the data is gone (no persistence).
-  void restart();
-  /// Freezes the server with SIGSTOP; returns once it is stopped. Connections stay open but
-  /// nothing is answered. No-op if already paused or not running.
-  void pause();
-  /// Continues a paused server with SIGCONT. No-op if not paused.
-  void resume();
 
   /// A new blocking raw client connected to the server over TCP, authenticated if a password is
   /// set. Throws `std::runtime_error` if it cannot connect.
   raw_client client() const;
-
- private:
-  enum class spawn_result { ready, exited, foreign };
-
-  spawn_result spawn(std::string& why);
-  spawn_result wait_ready(std::string& why);
-  void kill_and_reap() noexcept;
-  void forget() noexcept;
-  std::string log_tail() const;
-
-  server_options opts_;
-  std::string binary_;
-  std::string dir_;
-  std::uint16_t port_ = 0;
-  pid_t pid_ = -1;
-  bool paused_ = false;
 };
 
 /// Starts `n` independent servers with the same options.

@@ -294,5 +294,29 @@ TEST(ConfigRedactedUrl, Shape) {
   EXPECT_EQ(config::from_url("redis://:pw@h:9").redacted_url(), "redis://:***@h:9");
 }
 
+// A user name with characters that delimit a URL ('@' ':' '/') or start an escape ('%') is
+// percent-encoded, so the redacted URL still parses back to the same user, host and port.
+TEST(ConfigRedactedUrl, UsernameIsPercentEncoded) {
+  config c;
+  c.host = "h";
+  c.port = 9;
+  c.username = "a@b:c/d%e f";
+  c.password = "pw";
+  const std::string r = c.redacted_url();
+  EXPECT_EQ(r, "redis://a%40b%3Ac%2Fd%25e%20f:***@h:9");
+  config back = parse_ok(r);
+  EXPECT_EQ(back.username, c.username);
+  EXPECT_EQ(back.host, "h");
+  EXPECT_EQ(back.port, 9);
+
+  // Parsed from an encoded URL, shown encoded again; unreserved and sub-delim characters stay.
+  EXPECT_EQ(config::from_url("redis://ops%40eu:pw@h:9").redacted_url(), "redis://ops%40eu:***@h:9");
+  c.username = "Az09-._~!$&'()*+,;=";
+  EXPECT_EQ(c.redacted_url(), "redis://Az09-._~!$&'()*+,;=:***@h:9");
+  c.password.clear();
+  c.username = "u@x";
+  EXPECT_EQ(c.redacted_url(), "redis://u%40x@h:9");
+}
+
 }  // namespace
 }  // namespace redlease
