@@ -15,13 +15,3 @@ if(NOT TARGET redlease::asio)
 # code allocating and freeing the same way (an ODR violation ASan reports otherwise).
 target_compile_definitions(redlease_asio INTERFACE ASIO_STANDALONE ASIO_NO_DEPRECATED ASIO_DISABLE_STD_ALIGNED_ALLOC)
 endif()
-
-# hiredis: used only for its RESP reply parser (redisReader).
-if(NOT TARGET redlease::hiredis)
-  find_path(HIREDIS_INCLUDE_DIR hiredis/read.h REQUIRED)
-  find_library(HIREDIS_LIBRARY hiredis REQUIRED)
-  add_library(redlease_hiredis INTERFACE)
-  add_library(redlease::hiredis ALIAS redlease_hiredis)
-  target_include_directories(redlease_hiredis SYSTEM INTERFACE ${HIREDIS_INCLUDE_DIR})
-  target_link_libraries(redlease_hiredis INTERFACE ${HIREDIS_LIBRARY})
-endif()
