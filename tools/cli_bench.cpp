@@ -338,13 +338,13 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
       char token[40];  // random_token(): 32 hex characters
       std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
       acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
-      rel.add({"EVALSHA", lua::mutex_release.sha1, "2", key, ch, token});
+      rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
     } else {
       std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
       acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
       // As the library sends it: a latch key per request (read, not written, by a first attempt).
       std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(i) + "0123456789abcdef";
-      rel.add({"EVALSHA", lua::release.sha1, "3", key, ch, latch, "0", lease, field, "1", "0", "60000"});
+      rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
     }
   }
   const std::size_t k = acq.size();

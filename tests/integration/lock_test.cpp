@@ -399,8 +399,8 @@ TEST_F(lock_test, release_retry_never_double_decrements) {
   std::string f = field(c, this_thread_owner());
   auto sha = raw()({"SCRIPT", "LOAD", std::string(redlease::detail::lua::release.body)}).str;
   auto run = [&](const char* expected, const char* retry, const std::string& request) {
-    return raw().command({"EVALSHA", sha, "3", "retry", "redisson_lock__channel:{retry}",
-                          "redisson_unlock_latch:{retry}:" + request, "0", "30000", f, expected, retry, "60000"});
+    return raw().command({"EVALSHA", sha, "2", "retry", "redisson_unlock_latch:{retry}:" + request,
+                          "redisson_lock__channel:{retry}", "0", "30000", f, expected, retry, "60000"});
   };
   EXPECT_EQ(run("3", "0", "r1").integer, 0);  // first attempt: 3 -> 2
   EXPECT_EQ(run("3", "1", "r1").integer, 0);  // its retry: already applied, stays 2 (and latches r1)
