@@ -92,7 +92,10 @@ void client_impl::shutdown() noexcept {
 void client_impl::exec(std::string payload, reply_handler h, bool idempotent) {
   cmd_->submit_here(request{std::move(payload),
                             [h = std::move(h)](std::error_code ec, reply r) mutable {
-                              if (!ec && r.is_error()) ec = error_from_reply_text(r.str);
+                              if (!r.is_error()) return h(ec, std::move(r));
+                              if (!ec) ec = error_from_reply_text(r.str);
+                              // The server's words go with the error to whoever completes with it.
+                              scoped_error_text scope(r.str);
                               h(ec, std::move(r));
                             },
                             idempotent});
@@ -122,7 +125,9 @@ void client_impl::exec_script(const lua_script& s, arg_list args, reply_handler 
           exec(script_payload(s, args, true), std::move(h), idempotent);
           return;
         }
-        if (!ec && r.is_error()) ec = error_from_reply_text(r.str);
+        if (!r.is_error()) return h(ec, std::move(r));
+        if (!ec) ec = error_from_reply_text(r.str);
+        scoped_error_text scope(r.str);
         h(ec, std::move(r));
       },
       idempotent});
@@ -265,6 +270,10 @@ struct subscription::state final : detail::subscriber::listener {
     fn.call(impl->cfg(), "subscribe callback", ch, payload);
   }
   void on_subscribed() override { complete({}); }
+  void on_refused(std::error_code ec, const std::string& text) override {
+    detail::scoped_error_text scope(text);
+    complete(ec);
+  }
 };
 
 void subscription::reset() noexcept {

@@ -132,6 +132,7 @@ template <class T>
 struct sync_slot {
   std::atomic<int> state{0};  // 0 pending, 1 done
   std::error_code ec;
+  std::string text;  // the error's words (the server's reply text), for last_error_text()
   T value{};
 };
 
@@ -150,6 +151,7 @@ class sync_completer {
   void complete(std::error_code ec, T v) {
     if (!s_) return;
     s_->ec = ec;
+    if (ec) s_->text = error_text_slot();
     s_->value = std::move(v);
     s_->state.store(1, std::memory_order_release);
     s_->state.notify_one();  // no system call unless the caller is parked
@@ -168,6 +170,7 @@ class sync_completer {
 template <class T, class Start>
 T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   ec.clear();
+  error_text_slot().clear();
   if (c.on_io_thread()) {
     ec = errc::would_deadlock;
     return T{};
@@ -193,6 +196,7 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   while (slot->state.load(std::memory_order_acquire) == 0) slot->state.wait(0, std::memory_order_acquire);
   c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
   ec = slot->ec;
+  error_text_slot() = ec ? std::move(slot->text) : std::string();
   return std::move(slot->value);
 }
 

@@ -34,9 +34,15 @@ class category final : public std::error_category {
       case errc::not_owner: return "the lock is not held by this owner";
       case errc::lock_lost: return "the lock was lost (expired, deleted or taken by another owner)";
       case errc::would_deadlock: return "the operation would deadlock";
-      case errc::server_busy: return "the Redis server is busy, loading or out of memory";
+      case errc::server_busy: return "the Redis server is busy";
       case errc::server_readonly: return "the Redis server is a read-only replica";
       case errc::bad_reply: return "the Redis server's reply is not what the operation expects";
+      case errc::no_permission: return "the Redis ACL user lacks a permission redlease needs (see docs/deployment.md)";
+      case errc::unknown_command: return "the Redis server does not know a command redlease needs (renamed or disabled)";
+      case errc::server_oom: return "the Redis server is out of memory (maxmemory reached)";
+      case errc::no_replicas: return "the Redis server has fewer replicas than min-replicas-to-write";
+      case errc::server_full: return "the Redis server refused the connection: maxclients reached";
+      case errc::server_loading: return "the Redis server is loading its dataset";
     }
     return "unknown redlease error";
   }
@@ -59,7 +65,11 @@ class category final : public std::error_category {
       case errc::connect_failed: return std::errc::connection_refused;
       case errc::connection_lost: return std::errc::connection_reset;
       case errc::not_owner: return std::errc::operation_not_permitted;
-      case errc::server_busy: return std::errc::device_or_resource_busy;
+      case errc::server_busy:
+      case errc::server_loading: return std::errc::device_or_resource_busy;
+      case errc::no_permission: return std::errc::permission_denied;
+      case errc::unknown_command: return std::errc::function_not_supported;
+      case errc::server_oom: return std::errc::not_enough_memory;
       case errc::protocol_error: return std::errc::protocol_error;
       case errc::bad_reply: return std::errc::bad_message;
       default: return {ev, *this};
@@ -109,8 +119,20 @@ void report_exception(const config& cfg, std::string_view source) noexcept {
 
 }  // namespace detail
 
+namespace detail {
+std::string& error_text_slot() noexcept {
+  thread_local std::string text;
+  return text;
+}
+}  // namespace detail
+
+const std::string& last_error_text() noexcept { return detail::error_text_slot(); }
+
 void throw_if(const std::error_code& ec, const char* what) {
-  if (ec) throw error(ec, what);
+  if (!ec) return;
+  const auto& text = last_error_text();
+  if (text.empty()) throw error(ec, what);
+  throw error(ec, std::string(what) + ": " + text);
 }
 
 }  // namespace redlease

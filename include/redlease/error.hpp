@@ -51,13 +51,30 @@ enum class errc {
   /// The call would deadlock: re-acquiring a non-reentrant mutex, or a blocking call made on the
   /// client's own I/O thread.
   would_deadlock,
-  /// The server is busy (BUSY: a script is running), loading (LOADING) or out of memory (OOM).
+  /// The server is busy (BUSY: a script is running; MASTERDOWN, TRYAGAIN). Transient: acquisitions
+  /// retry it within their wait.
   server_busy,
   /// The server is a read-only replica (READONLY).
   server_readonly,
   /// A well-formed reply that is not what the operation expects: a value of the wrong shape, or a
   /// key holding something that is not a number where one is needed. The message names the key.
   bad_reply,
+  /// The ACL user may not run a command or touch a key or channel (NOPERM). Configuration: fails at
+  /// once; the message names what the server named. docs/deployment.md has the ACL lines.
+  no_permission,
+  /// The server does not know a command redlease needs: renamed or disabled (`rename-command`).
+  /// Configuration: fails at once.
+  unknown_command,
+  /// The server is out of memory (`maxmemory` with `noeviction`) and refused a write. Transient:
+  /// acquisitions retry it within their wait; releases work regardless.
+  server_oom,
+  /// Fewer replicas than `min-replicas-to-write` are connected (NOREPLICAS). Transient: acquisitions
+  /// retry it within their wait.
+  no_replicas,
+  /// The server refused the connection: `maxclients` reached.
+  server_full,
+  /// The server is loading its dataset (LOADING). Transient.
+  server_loading,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.
@@ -90,8 +107,34 @@ class error : public std::system_error {
   explicit error(std::error_code ec) : std::system_error(ec) {}
 };
 
-/// Throws `redlease::error(ec, what)` if `ec` is set. Used by the throwing overloads.
+/// The words behind the last error reported to this thread: the server's own reply text (`NOPERM
+/// this user has no permissions to run the 'evalsha' command`, `OOM command not allowed ...`), or
+/// what was wrong with bytes that are not RESP. Set when a blocking call fails (before it returns or
+/// throws; the exception's message carries it too) and for the duration of an async completion
+/// handler that receives an error. Empty when the error has no words beyond its code. Thread-local.
+const std::string& last_error_text() noexcept;
+
+/// Throws `redlease::error(ec, what)` if `ec` is set, with `last_error_text()` appended to `what`.
+/// Used by the throwing overloads.
 void throw_if(const std::error_code& ec, const char* what);
+
+namespace detail {
+/// @private This thread's `last_error_text()`, writable.
+std::string& error_text_slot() noexcept;
+/// @private Sets this thread's error text for its lifetime, then restores the previous one.
+class scoped_error_text {
+ public:
+  explicit scoped_error_text(std::string text) : saved_(std::move(error_text_slot())) {
+    error_text_slot() = std::move(text);
+  }
+  ~scoped_error_text() { error_text_slot() = std::move(saved_); }
+  scoped_error_text(const scoped_error_text&) = delete;
+  scoped_error_text& operator=(const scoped_error_text&) = delete;
+
+ private:
+  std::string saved_;
+};
+}  // namespace detail
 
 }  // namespace redlease
 

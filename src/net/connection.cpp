@@ -36,18 +36,28 @@ std::error_code open_cloexec(asio::generic::stream_protocol::socket& sock,
 }  // namespace
 
 std::error_code error_from_reply_text(std::string_view t) {
+  auto has = [&](std::string_view p) { return t.find(p) != std::string_view::npos; };
   if (starts_with(t, "WRONGTYPE")) return errc::wrong_type;
   if (starts_with(t, "NOAUTH") || starts_with(t, "WRONGPASS") || starts_with(t, "ERR invalid password") ||
       starts_with(t, "ERR AUTH") || starts_with(t, "ERR Client sent AUTH"))
     return errc::auth_failed;
-  if (starts_with(t, "BUSY") || starts_with(t, "LOADING") || starts_with(t, "OOM") ||
-      starts_with(t, "MASTERDOWN") || starts_with(t, "TRYAGAIN"))
-    return errc::server_busy;
+  if (starts_with(t, "NOPERM")) return errc::no_permission;
+  if (starts_with(t, "OOM")) return errc::server_oom;
+  if (starts_with(t, "NOREPLICAS")) return errc::no_replicas;
+  if (starts_with(t, "LOADING")) return errc::server_loading;
+  if (starts_with(t, "BUSY") || starts_with(t, "MASTERDOWN") || starts_with(t, "TRYAGAIN")) return errc::server_busy;
   if (starts_with(t, "READONLY")) return errc::server_readonly;
-  // Inside a script, Redis 7 reports the failing command's error after a generic prefix.
-  if (t.find("WRONGTYPE") != std::string_view::npos) return errc::wrong_type;
-  if (t.find("OOM command not allowed") != std::string_view::npos) return errc::server_busy;
-  if (t.find("READONLY") != std::string_view::npos) return errc::server_readonly;
+  if (starts_with(t, "ERR unknown command") || starts_with(t, "ERR unknown subcommand")) return errc::unknown_command;
+  if (starts_with(t, "ERR max number of clients reached")) return errc::server_full;
+  // Inside a script, Redis 7 reports the failing command's error, or its own words for an ACL
+  // refusal, followed by the script's location.
+  if (has("WRONGTYPE")) return errc::wrong_type;
+  if (has("OOM command not allowed")) return errc::server_oom;
+  if (has("NOREPLICAS")) return errc::no_replicas;
+  if (has("READONLY")) return errc::server_readonly;
+  if (has("can't access at least one of the keys") || has("can't publish to the channel") ||
+      has("no permissions to"))
+    return errc::no_permission;
   return errc::server_error;
 }
 
@@ -156,6 +166,7 @@ void connection::on_connected(std::uint64_t gen) {
   else push({"PING"});
   handshake_pending_ = static_cast<int>(hs.size());
   handshake_error_.clear();
+  handshake_text_.clear();
   // In-flight entries of the previous connection were settled in connection_lost; the handshake
   // goes first on the new one.
   for (auto& e : hs) inflight_.push_back(std::move(e));
@@ -167,14 +178,18 @@ void connection::on_connected(std::uint64_t gen) {
 void connection::on_handshake_reply(std::error_code ec, reply& r) {
   if (!ec && r.is_error()) {
     auto mapped = error_from_reply_text(r.str);
-    // CLIENT SETNAME may be forbidden by ACL; that is not worth failing the connection for.
-    if (mapped == errc::auth_failed) handshake_error_ = mapped;
-    else if (starts_with(r.str, "ERR DB index") || starts_with(r.str, "ERR invalid DB"))
-      handshake_error_ = errc::select_failed;
-    else if (mapped != errc::server_error && !handshake_error_) handshake_error_ = mapped;
+    std::error_code fatal;
+    if (mapped == errc::auth_failed) fatal = mapped;
+    else if (starts_with(r.str, "ERR DB index") || starts_with(r.str, "ERR invalid DB")) fatal = errc::select_failed;
+    // CLIENT SETNAME may be forbidden by ACL or renamed away; that is not worth failing for.
+    else if (mapped == errc::server_full || mapped == errc::server_loading || mapped == errc::server_busy) fatal = mapped;
+    if (fatal && (!handshake_error_ || fatal == errc::auth_failed)) {
+      handshake_error_ = fatal;
+      handshake_text_ = r.str;
+    }
   }
   if (--handshake_pending_ > 0) return;
-  if (handshake_error_) return attempt_failed(handshake_error_);
+  if (handshake_error_) return attempt_failed(handshake_error_, std::move(handshake_text_));
   state_ = state::up;
   attempt_ = 0;
   last_error_.clear();
@@ -184,10 +199,10 @@ void connection::on_handshake_reply(std::error_code ec, reply& r) {
   flush();
 }
 
-void connection::attempt_failed(std::error_code ec) {
+void connection::attempt_failed(std::error_code ec, std::string text) {
   if (state_ == state::closed) return;
   last_error_ = ec;
-  if (ec != errc::protocol_error) last_error_text_.clear();
+  last_error_text_ = std::move(text);
   ++gen_;
   std::error_code ignored;
   sock_.close(ignored);
@@ -449,12 +464,13 @@ void connection::check_liveness() {
 
 void connection::protocol_fault(std::string text) {
   ++stats_.protocol_errors;
-  last_error_text_ = std::move(text);
   if (state_ == state::up) {
+    last_error_ = errc::protocol_error;
+    last_error_text_ = std::move(text);
     report_background(cfg_, "connection", errc::protocol_error, last_error_text_);
     connection_lost(errc::protocol_error);
   } else {
-    attempt_failed(errc::protocol_error);
+    attempt_failed(errc::protocol_error, std::move(text));
   }
 }
 
@@ -468,7 +484,7 @@ void connection::call(reply_handler& h, std::error_code ec, reply r) noexcept {
 
 reply connection::failure_reply(std::error_code ec) const {
   reply r;
-  if (ec == errc::protocol_error && !last_error_text_.empty()) {
+  if (ec == last_error_ && !last_error_text_.empty()) {
     r.type = reply::kind::error;
     r.str = last_error_text_;
   }

@@ -103,7 +103,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen);
   void on_connected(std::uint64_t gen);
   void on_handshake_reply(std::error_code ec, reply& r);
-  void attempt_failed(std::error_code ec);
+  void attempt_failed(std::error_code ec, std::string text = {});
   void connection_lost(std::error_code ec);
   void schedule_reconnect();
   void schedule_flush();
@@ -136,8 +136,9 @@ class connection : public std::enable_shared_from_this<connection> {
   int attempt_ = 0;
   int handshake_pending_ = 0;
   std::error_code handshake_error_;
+  std::string handshake_text_;
   std::error_code last_error_;
-  std::string last_error_text_;        // the protocol error's message, shown to the requests it fails
+  std::string last_error_text_;        // words of the last failure (server text, protocol error), for the requests it fails
   clock::time_point last_read_{};      // when bytes last arrived (liveness)
   std::deque<queued> queued_;
   std::deque<inflight> inflight_;

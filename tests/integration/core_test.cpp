@@ -965,7 +965,7 @@ TEST_F(core_test, ServerErrorKeepsItsText) {
   EXPECT_NE(ar.str.find("not an integer"), std::string::npos) << ar.str;
 
   // Unknown command, and the connection stays usable after errors.
-  EXPECT_EQ(thrown_code([&] { c.command({"NOSUCHCOMMAND"}); }, &what), errc::server_error);
+  EXPECT_EQ(thrown_code([&] { c.command({"NOSUCHCOMMAND"}); }, &what), errc::unknown_command);
   EXPECT_NE(what.find("unknown command"), std::string::npos) << what;
   EXPECT_EQ(c.command({"GET", "str"}).str, "abc");
 }

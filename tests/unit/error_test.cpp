@@ -21,6 +21,8 @@ constexpr errc all_errcs[] = {
     errc::wrong_type,      errc::invalid_url,      errc::tls_not_supported, errc::invalid_argument,
     errc::client_closed,   errc::operation_aborted, errc::not_owner,      errc::lock_lost,
     errc::would_deadlock,  errc::server_busy,      errc::server_readonly, errc::bad_reply,
+    errc::no_permission,   errc::unknown_command,  errc::server_oom,     errc::no_replicas,
+    errc::server_full,     errc::server_loading,
 };
 
 TEST(ErrorCategory, Name) {
@@ -112,8 +114,8 @@ TEST(ErrorFromReplyText, Busy) {
   EXPECT_EQ(error_from_reply_text("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
                                   "SHUTDOWN NOSAVE."),
             errc::server_busy);
-  EXPECT_EQ(error_from_reply_text("LOADING Redis is loading the dataset in memory"), errc::server_busy);
-  EXPECT_EQ(error_from_reply_text("OOM command not allowed when used memory > 'maxmemory'."), errc::server_busy);
+  EXPECT_EQ(error_from_reply_text("LOADING Redis is loading the dataset in memory"), errc::server_loading);
+  EXPECT_EQ(error_from_reply_text("OOM command not allowed when used memory > 'maxmemory'."), errc::server_oom);
   EXPECT_EQ(error_from_reply_text("MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'."),
             errc::server_busy);
 }
@@ -137,17 +139,17 @@ TEST(ErrorFromReplyText, ScriptErrorWrappingWrongType) {
 TEST(ErrorFromReplyText, ScriptErrorWrappingOomOrReadonly) {
   EXPECT_EQ(error_from_reply_text("ERR Error running script: @user_script:1: OOM command not allowed when used "
                                   "memory > 'maxmemory'."),
-            errc::server_busy);
+            errc::server_oom);
   EXPECT_EQ(error_from_reply_text("ERR Error running script: @user_script:1: READONLY You can't write against a "
                                   "read only replica."),
             errc::server_readonly);
 }
 
 TEST(ErrorFromReplyText, AnythingElseIsServerError) {
-  for (const char* t : {"ERR value is not an integer or out of range", "ERR unknown command 'FOO'",
+  for (const char* t : {"ERR value is not an integer or out of range",
                         "NOSCRIPT No matching script. Please use EVAL.", "ERR syntax error", "ERR", "",
                         "EXECABORT Transaction discarded because of previous errors.",
-                        "wrongtype lower case is not the marker", "NOPERM this user has no permissions"}) {
+                        "wrongtype lower case is not the marker", "noperm lower case is not the marker"}) {
     EXPECT_EQ(error_from_reply_text(t), errc::server_error) << t;
   }
 }
@@ -188,4 +190,30 @@ TEST(ErrorEquivalence, CodesMatchPortableConditions) {
   EXPECT_EQ(std::error_code(errc::lock_lost), std::error_code(errc::lock_lost).default_error_condition());
   EXPECT_NE(std::error_code(errc::request_timeout), std::error_code(errc::connect_timeout));
   EXPECT_NE(std::error_code(errc::operation_aborted), std::errc::timed_out);
+}
+
+// The server's own words, as Redis 7.0 sends them (taken from a real server), map to typed causes.
+TEST(ErrorFromReplyText, ProductionSettings) {
+  using redlease::errc;
+  using redlease::detail::error_from_reply_text;
+  EXPECT_EQ(error_from_reply_text("NOPERM this user has no permissions to run the 'evalsha' command"),
+            errc::no_permission);
+  EXPECT_EQ(error_from_reply_text("NOPERM this user has no permissions to access one of the keys used as arguments"),
+            errc::no_permission);
+  EXPECT_EQ(error_from_reply_text("ERR The user executing the script can't access at least one of the keys mentioned "
+                                  "in the command arguments script: 733db98, on @user_script:1."),
+            errc::no_permission);
+  EXPECT_EQ(error_from_reply_text("ERR The user executing the script can't publish to the channel mentioned in the "
+                                  "command script: afd1cf8, on @user_script:1."),
+            errc::no_permission);
+  EXPECT_EQ(error_from_reply_text("ERR unknown command 'evalsha', with args beginning with: 'abc' '0' "),
+            errc::unknown_command);
+  EXPECT_EQ(error_from_reply_text("OOM command not allowed when used memory > 'maxmemory'. script: 6dd27e3, on "
+                                  "@user_script:1."),
+            errc::server_oom);
+  EXPECT_EQ(error_from_reply_text("NOREPLICAS Not enough good replicas to write."), errc::no_replicas);
+  EXPECT_EQ(error_from_reply_text("NOREPLICAS Not enough good replicas to write. script: 58b2003, on @user_script:1."),
+            errc::no_replicas);
+  EXPECT_EQ(error_from_reply_text("ERR max number of clients reached"), errc::server_full);
+  EXPECT_EQ(error_from_reply_text("ERR some other error"), errc::server_error);
 }

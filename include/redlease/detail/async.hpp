@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "redlease/detail/unique_function.hpp"
+#include "redlease/error.hpp"
 
 namespace redlease::detail {
 
@@ -49,9 +50,16 @@ unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& 
   using handler_type = std::decay_t<Handler>;
   auto work = asio::make_work_guard(handler, fallback);
   return [h = std::forward<Handler>(handler), work = std::move(work), clear_slot](Args... args) mutable {
-    auto run = [h = std::move(h), clear_slot, t = std::make_tuple(std::move(args)...)]() mutable {
+    // The error's words (redlease::last_error_text) travel with the completion to its thread.
+    auto run = [h = std::move(h), clear_slot, t = std::make_tuple(std::move(args)...),
+                text = error_text_slot()]() mutable {
       if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
-      std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
+      if (text.empty()) {
+        std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
+      } else {
+        scoped_error_text scope(std::move(text));
+        std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
+      }
     };
     if constexpr (std::is_same_v<asio::associated_executor_t<handler_type, asio::system_executor>,
                                  asio::system_executor>) {
