@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <utility>
 
@@ -22,8 +23,7 @@ class callback_slot {
   void set(function f) {
     std::unique_lock<std::recursive_mutex> g(mu_);
     if (depth_ > 0) {  // we hold a recursive lock: the call in progress is on this thread
-      next_ = std::move(f);
-      replace_ = true;
+      next_ = std::make_unique<function>(std::move(f));
       return;
     }
     function old = std::move(fn_);
@@ -35,18 +35,17 @@ class callback_slot {
   /// Calls the callback, if any; an exception it throws is reported through `cfg.on_error`.
   void call(const config& cfg, const char* source, Args... args) noexcept {
     std::unique_lock<std::recursive_mutex> g(mu_);
-    if (!fn_ || replace_) return;
+    if (!fn_ || next_) return;
     ++depth_;
     try {
       fn_(args...);
     } catch (...) {
       report_exception(cfg, source);
     }
-    if (--depth_ == 0 && replace_) {
-      replace_ = false;
+    if (--depth_ == 0 && next_) {
       function old = std::move(fn_);
-      fn_ = std::move(next_);
-      next_ = nullptr;
+      fn_ = std::move(*next_);
+      next_.reset();
       g.unlock();
     }
   }
@@ -54,9 +53,8 @@ class callback_slot {
  private:
   std::recursive_mutex mu_;
   function fn_;
-  function next_;
+  std::unique_ptr<function> next_;  // a replacement set from inside the call in progress
   int depth_ = 0;
-  bool replace_ = false;
 };
 
 }  // namespace redlease::detail

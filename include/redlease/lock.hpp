@@ -48,6 +48,12 @@ struct lost_info {
   std::string name;    ///< the lock's name
   owner_id owner = 0;  ///< the owner that held it
   lost_reason reason = lost_reason::expired;
+  /// Why the last renewals failed, when they did and the lock then expired: the server refused
+  /// them (`errc::no_replicas`, `errc::server_oom`, `errc::no_permission`, `errc::auth_failed` after
+  /// a password change, ...) or they went unanswered (`errc::request_timeout`). Empty otherwise.
+  std::error_code cause;
+  /// The server's words for `cause`, when it gave any.
+  std::string detail;
 };
 
 /// Callback for a lost lock. Runs once per lost hold, on the client's I/O thread: it must not block
@@ -268,10 +274,20 @@ class lock_handle {
         token);
   }
 
+  /// Copies share the on_lost callback and the wait strategy's state; cheap.
+  lock_handle(const lock_handle& o);
+  lock_handle(lock_handle&& o) noexcept;
+  lock_handle& operator=(const lock_handle& o);
+  lock_handle& operator=(lock_handle&& o) noexcept;
+  /// When the last copy goes, its on_lost callback is cleared (with the teardown promise of
+  /// `on_lost`): it is not running and never runs again. Never throws.
+  ~lock_handle();
+
  protected:
   lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind);
 
  private:
+  void release_slot() noexcept;
   // An acquisition's cancellation state: installed in the handler's cancellation slot, if it has
   // one; a cancellation is posted to the client's executor, which ends the waiting (see above).
   template <class Handler>
@@ -331,8 +347,8 @@ class lock_handle {
   std::shared_ptr<client_impl> client_;
   std::string name_;
   lock_kind kind_;
-  std::shared_ptr<lost_slot> state_;  // the on_lost callback, shared by copies of the handle
-  std::shared_ptr<void> life_;        // copies of the handle only: the last one clears the callback
+  std::shared_ptr<lost_slot> state_;  // the on_lost callback, shared by copies of the handle (and
+                                      // the holds taken through them); counts the copies
   wait_strategy wait_;
 };
 

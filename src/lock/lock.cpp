@@ -31,9 +31,40 @@ namespace detail {
 
 lock_handle::lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind)
     : client_(std::move(c)), name_(std::move(name)), kind_(kind), state_(std::make_shared<lost_slot>()) {
-  // Shared by the handle's copies only (the holds share state_): when the last copy goes, its
-  // on_lost callback is cleared, with the teardown promise of callback_slot.
-  life_ = std::shared_ptr<void>(nullptr, [s = state_](void*) { s->cb.set(nullptr); });
+  state_->handles.store(1, std::memory_order_relaxed);
+}
+
+// The holds share state_ too, so its use count cannot tell when the last handle goes: the slot
+// counts the handles. A moved-from handle has no slot.
+lock_handle::lock_handle(const lock_handle& o)
+    : client_(o.client_), name_(o.name_), kind_(o.kind_), state_(o.state_), wait_(o.wait_) {
+  if (state_) state_->handles.fetch_add(1, std::memory_order_relaxed);
+}
+lock_handle::lock_handle(lock_handle&& o) noexcept
+    : client_(std::move(o.client_)), name_(std::move(o.name_)), kind_(o.kind_), state_(std::move(o.state_)),
+      wait_(o.wait_) {}
+lock_handle& lock_handle::operator=(const lock_handle& o) {
+  if (this != &o) {
+    lock_handle copy(o);
+    *this = std::move(copy);
+  }
+  return *this;
+}
+lock_handle& lock_handle::operator=(lock_handle&& o) noexcept {
+  if (this != &o) {
+    release_slot();
+    client_ = std::move(o.client_);
+    name_ = std::move(o.name_);
+    kind_ = o.kind_;
+    state_ = std::move(o.state_);
+    wait_ = o.wait_;
+  }
+  return *this;
+}
+lock_handle::~lock_handle() { release_slot(); }
+
+void lock_handle::release_slot() noexcept {
+  if (state_ && state_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1) state_->cb.set(nullptr);
 }
 
 asio::any_io_executor lock_handle::executor() const { return client_->executor(); }

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "lock/lock_service.hpp"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
 #include <charconv>
 #include <random>
@@ -16,9 +18,17 @@ namespace {
 
 std::string to_string_ms(ms d) { return std::to_string(d.count()); }
 
+// A refusal that passes: out of memory, too few replicas, busy, loading. An acquisition with a wait
+// retries it with backoff; one without fails at once. Configuration refusals (no_permission,
+// unknown_command) never pass by themselves and fail at once.
+bool refused_for_now(std::error_code ec) {
+  return ec == errc::server_oom || ec == errc::no_replicas || ec == errc::server_busy || ec == errc::server_loading;
+}
+
+// Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.
 bool transient(std::error_code ec) {
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || ec == errc::server_busy;
+         ec == errc::connect_timeout || refused_for_now(ec);
 }
 
 bool valid_duration(ms d, bool allow_zero) {
@@ -118,6 +128,8 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   ms next_delay{0};
   unsigned retries = 0;
   std::error_code last_error;
+  std::string last_error_text;  // the server's words for last_error
+  ms error_delay{0};            // backoff between attempts the server refused
   std::vector<channel_entry*> channels;
 
   explicit waiter(const asio::any_io_executor& ex) : timer(ex) {}
@@ -138,6 +150,7 @@ struct lock_service::channel_entry final : subscriber::listener {
     svc->wake(*this, payload == "1");
   }
   void on_subscribed() override { svc->wake(*this, true); }
+  void on_refused(std::error_code ec, const std::string& text) override { svc->channel_refused(*this, ec, text); }
 };
 
 std::size_t lock_service::hold_hash::operator()(const key& k) const noexcept {
@@ -253,7 +266,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   arg_list a;
   if (kind == lock_kind::mutex) {
     // The token is this attempt's alone: delete the key only if it holds it.
-    a.add(2LL).add(name).add(lock_channel(name, kind)).add(id);
+    a.add(1LL).add(name).add(lock_channel(name, kind)).add(id);
     c_.exec_script(lua::mutex_release, std::move(a), std::move(done), false, true);
     return;
   }
@@ -261,10 +274,10 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   // decrements only if the server count is that one, and is a no-op if the acquire never ran.
   hold* h = find(name, owner);
   long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
-  a.add(3LL).add(name).add(lock_channel(name, kind)).add(latch_key(name, random_token()));
+  a.add(2LL).add(name).add(latch_key(name, random_token())).add(lock_channel(name, kind));
   a.add("0").add(c_.cfg().watchdog_timeout.count()).add(scratch_field(owner)).add(before + 1).add("1");
   a.add(latch_ttl().count());
-  c_.exec_script(lua::release, std::move(a), std::move(done), false, true);
+  exec_release(std::move(a), std::move(done), true);
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -310,7 +323,13 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
             if (end_if_cancelled(w, !ec && !pttl)) return;
-            // The first attempt reports errors as they are: an unreachable server fails fast.
+            // The first attempt reports errors as they are (an unreachable server fails fast), except
+            // a refusal that passes, which an acquisition with time left waits out.
+            if (ec && refused_for_now(ec) && !(w->deadline && clock::now() >= *w->deadline)) {
+              w->last_error = ec;
+              w->last_error_text = error_text_slot();
+              return start_waiter(w, std::nullopt);
+            }
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
@@ -369,6 +388,7 @@ void lock_service::reschedule(hold& h) {
 
 void lock_service::erase(hold* h) {
   if (h == nullptr || h->removed) return;
+  if (!renew_errors_.empty()) renew_errors_.erase(h);
   schedule_.remove(h);
   if (h->renewable) --c_.watched_locks;
   h->renewable = false;
@@ -397,7 +417,13 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   // local view; an exception on_lost throws is reported, never propagated.
   if (stop.stop_possible()) stop.request_stop();
   auto keep = h.shared_from_this();
-  if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", lost_info{h.name, h.owner, why});
+  lost_info info{h.name, h.owner, why, {}, {}};
+  if (auto it = renew_errors_.find(&h); it != renew_errors_.end()) {
+    info.cause = it->second.first;
+    info.detail = std::move(it->second.second);
+    renew_errors_.erase(it);
+  }
+  if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", info);
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
   // a fixed-lease lock that is never unlocked is a common pattern.
   auto now = clock::now();
@@ -413,6 +439,10 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
+  if (!w->how.use_backoff && !refused_channels_.empty() && refused_channels_.count(lock_channel(w->name, w->kind)) != 0) {
+    w->how = wait_strategy::backoff(ms(10), ms(500));
+    w->next_delay = w->how.initial;
+  }
   if (w->how.use_backoff) return waiter_sleep(w, pttl);  // no channel: retries on a schedule
   auto go = [this, w, pttl] {
     if (w->finished) return;
@@ -449,6 +479,33 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   // that other local waiters already listen on: an unlock published meanwhile woke one of them, and
   // the lock went to someone, so it need not try again before the next message.
   if (fresh) c_.sub().add(channel, &e);
+}
+
+// The server will not let this user subscribe (an ACL without the channel): waiting for a message
+// would sleep out the holder's whole lease. Say so once, and let the channel's waiters, and later
+// ones on it, retry with backoff instead.
+void lock_service::channel_refused(channel_entry& ch, std::error_code ec, const std::string& text) {
+  if (!subscribe_refusal_reported_) {
+    subscribe_refusal_reported_ = true;
+    report_background(c_.cfg(), "lock waiter", ec,
+                      "SUBSCRIBE " + ch.channel + " refused (" + text +
+                          "): waiters fall back to polling with backoff; grant the channel (&" + ch.channel +
+                          ") to wake them at once (docs/deployment.md)");
+  }
+  refused_channels_.insert(ch.channel);
+  std::vector<std::shared_ptr<waiter>> ws;
+  for (auto* w : ch.waiters)
+    if (!w->finished) ws.push_back(w->shared_from_this());
+  for (auto& w : ws) fall_back_to_backoff(w);
+}
+
+void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
+  if (!w->how.use_backoff) {
+    w->how = wait_strategy::backoff(ms(10), ms(500));
+    w->next_delay = w->how.initial;
+  }
+  leave_channels(*w);
+  if (!w->trying) waiter_sleep(w, std::nullopt);
 }
 
 void lock_service::leave_channels(waiter& w) {
@@ -488,7 +545,12 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   }
   if (pttl && *pttl >= 0) until = std::min(until, now + ms(*pttl));
   if (w->poll_capped) until = std::min(until, now + c_.cfg().mutex_poll_cap);
-  if (w->last_error) until = std::min(until, now + std::min<ms>(c_.cfg().reconnect_max_delay, ms(1000)));
+  if (w->last_error) {
+    // Backoff with jitter while the server refuses or cannot be reached: 10 ms doubling to 1 s.
+    w->error_delay = w->error_delay.count() == 0 ? ms(10) : std::min<ms>(w->error_delay * 2, ms(1000));
+    double share = std::uniform_real_distribution<double>(0.0, 0.5)(rng_);
+    until = std::min(until, now + ms(static_cast<long long>(static_cast<double>(w->error_delay.count()) * (1.0 - share))));
+  }
   if (w->deadline) until = std::min(until, *w->deadline);
   if (until == clock::time_point::max()) return;  // no TTL, no deadline: only a message wakes us
   w->timer.expires_at(until);
@@ -523,9 +585,11 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
               // and report the error if it is still failing then.
               if (!transient(ec) || past) return finish_waiter(w, ec, false);
               w->last_error = ec;
+              w->last_error_text = error_text_slot();
               return waiter_sleep(w, std::nullopt);
             }
             w->last_error.clear();
+            w->error_delay = ms(0);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
               on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
@@ -567,7 +631,14 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
   leave_channels(*w);
   auto done = std::move(w->done);
   waiters_.erase(w);
-  if (done) done(ec, acquired);
+  if (!done) return;
+  // An error that is the one the waiter kept (reported later, from a timer) keeps its words.
+  if (ec && ec == w->last_error && !w->last_error_text.empty() && error_text_slot().empty()) {
+    scoped_error_text scope(std::move(w->last_error_text));
+    done(ec, acquired);
+  } else {
+    done(ec, acquired);
+  }
 }
 
 void lock_service::with_keyspace_state(unique_function<void()> then) {
@@ -597,6 +668,56 @@ void lock_service::on_command_connection_up() {
 }
 
 // ---- release -----------------------------------------------------------------------------------
+
+namespace {
+
+std::string sha1_hex(std::string_view text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha1(), nullptr);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
+// release.lua with Redis 7's `allow-oom` flag: a release that only takes a hold away must work on a
+// server that is out of memory, also when it decrements (HINCRBY) or latches a retry (SET).
+const lua_script& release_allow_oom() {
+  static const std::string body = "#!lua flags=allow-oom\n" + std::string(lua::release.body);
+  static const std::string sha = sha1_hex(body);
+  static const lua_script s{"release_allow_oom", body, sha};
+  return s;
+}
+
+// Redis 6 has no script flags: it reads the shebang line as Lua and fails to compile it.
+bool shebang_refused(const reply& r) {
+  return r.is_error() && r.str.find("Error compiling script") != std::string::npos &&
+         r.str.find("'#'") != std::string::npos;
+}
+
+}  // namespace
+
+void lock_service::exec_release(arg_list a, reply_handler h, bool always_eval) {
+  if (allow_oom_ == probe::no) return c_.exec_script(lua::release, std::move(a), std::move(h), false, always_eval);
+  // The first release probes the flag (no extra round trip): a server that cannot compile it gets
+  // the plain script, and so does every later release of this client.
+  std::optional<arg_list> copy;
+  if (allow_oom_ == probe::unknown) copy = a;
+  c_.exec_script(release_allow_oom(), std::move(a),
+                 [this, copy = std::move(copy), h = std::move(h), always_eval](std::error_code ec, reply r) mutable {
+                   if (copy && shebang_refused(r)) {
+                     allow_oom_ = probe::no;
+                     return c_.exec_script(lua::release, std::move(*copy), std::move(h), false, always_eval);
+                   }
+                   if (copy && !ec) allow_oom_ = probe::yes;
+                   h(ec, std::move(r));
+                 },
+                 false, always_eval);
+}
 
 void lock_service::release(std::string name, lock_kind kind, owner_id owner, void_handler done) {
   if (closed_) return done(errc::client_closed);
@@ -633,7 +754,7 @@ void lock_service::drop_lost_level(hold& h) {
 
 void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done) {
   arg_list a;
-  a.add(2LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->token);
+  a.add(1LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->token);
   c_.exec_script(lua::mutex_release, std::move(a),
                  [this, h, attempt_no, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (release_unknown(ec) && attempt_no < 3 && !closed_ && !h->removed)
@@ -664,11 +785,11 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
     if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
   }
   arg_list a;
-  a.add(3LL).add(name).add(lock_channel(name, lock_kind::reentrant)).add(latch_key(name, request));
+  a.add(2LL).add(name).add(latch_key(name, request)).add(lock_channel(name, lock_kind::reentrant));
   a.add("0").add(lease.count()).add(scratch_field(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
   a.add(latch_ttl().count());
-  c_.exec_script(
-      lua::release, std::move(a),
+  exec_release(
+      std::move(a),
       [this, h, name = std::move(name), owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
         if (release_unknown(ec) && attempt_no < 3 && !closed_) {
@@ -721,7 +842,7 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
   if (closed_) return done(errc::client_closed, false);
   if (name.empty()) return done(errc::invalid_argument, false);
   arg_list a;
-  a.add(2LL).add(name).add(lock_channel(name, kind)).add("0");
+  a.add(1LL).add(name).add(lock_channel(name, kind)).add("0");
   c_.exec_script(lua::force_unlock, std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
@@ -833,12 +954,17 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
                      }
                      auto now = clock::now();
                      ms retry = std::max<ms>(interval_ / 4, ms(5));
+                     // Why this call failed, kept per hold until it renews, so that a loss at the
+                     // deadline names the cause (NOREPLICAS, OOM, a changed password, ...).
+                     std::error_code why = ec ? ec : (!r.is_array() ? std::error_code(errc::bad_reply) : std::error_code{});
                      for (std::size_t i = 0; i < batch.size(); ++i) {
                        auto& h = *batch[i];
                        h.in_flight = false;
                        if (h.removed || h.lost) continue;
                        long long res = code[i];
+                       if (res != 1 && why) renew_errors_[&h] = {why, error_text_slot()};
                        if (res == 1) {
+                         if (!renew_errors_.empty()) renew_errors_.erase(&h);
                          ++c_.renewed_locks;
                          {
                            std::lock_guard<std::mutex> g(view_mu_);

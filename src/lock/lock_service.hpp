@@ -5,6 +5,7 @@
 
 #include <asio/steady_timer.hpp>
 
+#include <atomic>
 #include <deque>
 #include <list>
 #include <memory>
@@ -31,6 +32,7 @@ class client_impl;
 /// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
 struct lost_slot {
   callback_slot<const lost_info&> cb;
+  std::atomic<int> handles{0};  // copies of the handle alive
 };
 
 /// The cancellation state of one async acquisition (executor only). A cancellation that arrives
@@ -126,6 +128,8 @@ class lock_service {
   void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
                          long long expected, std::string request, void_handler done);
   ms latch_ttl() const;
+  // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
+  void exec_release(arg_list a, reply_handler h, bool always_eval = false);
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);
@@ -134,6 +138,8 @@ class lock_service {
   void finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired);
   void join_channel(const std::shared_ptr<waiter>& w, const std::string& channel, bool keyspace);
   void leave_channels(waiter& w);
+  void channel_refused(channel_entry& ch, std::error_code ec, const std::string& text);
+  void fall_back_to_backoff(const std::shared_ptr<waiter>& w);
   void wake(channel_entry& ch, bool all);
   void with_keyspace_state(unique_function<void()> then);
 
@@ -144,6 +150,8 @@ class lock_service {
   mutable std::mutex view_mu_;
   std::unordered_set<std::shared_ptr<hold>, hold_hash, hold_eq> holds_;
   std::deque<std::pair<clock::time_point, std::weak_ptr<hold>>> lost_;  // lost holds, for cleanup
+  // Why the last renewal of a hold failed, while it has not renewed since (only holds in trouble).
+  std::unordered_map<const hold*, std::pair<std::error_code, std::string>> renew_errors_;
   std::unordered_set<std::shared_ptr<waiter>> waiters_;
   std::unordered_map<std::string, std::unique_ptr<channel_entry>> channels_;
   schedule schedule_;
@@ -154,6 +162,9 @@ class lock_service {
   std::vector<unique_function<void()>> keyspace_waiting_;
   std::minstd_rand rng_{std::random_device{}()};
   bool closed_ = false;
+  enum class probe { unknown, yes, no } allow_oom_ = probe::unknown;
+  bool subscribe_refusal_reported_ = false;
+  std::unordered_set<std::string> refused_channels_;  // SUBSCRIBE refused: waiters on them poll
   std::string field_scratch_;
 };
 

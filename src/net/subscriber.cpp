@@ -36,6 +36,7 @@ void subscriber::arm_health_check() {
     std::string ping;
     encode_command(ping, {"PING"});
     conn_->send_untracked(std::move(ping));
+    owed_.push_back({owed::ping, {}, 1});
     ping_outstanding_ = true;
     arm_health_check();
   });
@@ -48,6 +49,9 @@ void subscriber::send(std::string_view verb, const std::vector<std::string_view>
   encode_arg(payload, verb);
   for (auto c : channels) encode_arg(payload, c);
   conn_->send_untracked(std::move(payload));
+  owed o{verb == "SUBSCRIBE" ? owed::subscribe : owed::unsubscribe, {}, channels.size()};
+  for (auto c : channels) o.channels.emplace_back(c);
+  owed_.push_back(std::move(o));
   if (verb == "SUBSCRIBE")
     for (auto c : channels) ++pending_[std::string(c)];
 }
@@ -80,6 +84,7 @@ bool subscriber::confirmed(const std::string& channel) const {
 
 void subscriber::on_up() {
   pending_.clear();
+  owed_.clear();
   ping_outstanding_ = false;
   arm_health_check();
   std::vector<std::string_view> all;
@@ -95,15 +100,49 @@ void subscriber::on_up() {
 
 void subscriber::on_down() {
   pending_.clear();
+  owed_.clear();
   ping_outstanding_ = false;
   health_.cancel();
   for (auto& [name, st] : channels_) st.confirmed = false;
 }
 
+void subscriber::answered() {
+  if (!owed_.empty() && --owed_.front().left == 0) owed_.pop_front();
+}
+
 void subscriber::on_push(reply& r) {
+  if (r.is_error()) {
+    // A refused command: the one owed the next answer. A refused SUBSCRIBE is told to the channel's
+    // listeners (they fall back to polling, or fail); the channel is not subscribed.
+    if (owed_.empty()) return;
+    owed o = std::move(owed_.front());
+    owed_.pop_front();
+    if (o.verb == owed::ping) {
+      ping_outstanding_ = false;  // an answer all the same: the connection is alive
+      arm_health_check();
+      return;
+    }
+    if (o.verb != owed::subscribe) return;
+    auto ec = error_from_reply_text(r.str);
+    for (auto& ch : o.channels) {
+      auto p = pending_.find(ch);
+      if (p != pending_.end() && --p->second <= 0) pending_.erase(p);
+      auto it = channels_.find(ch);
+      if (it == channels_.end()) continue;
+      auto copy = it->second.listeners;
+      for (auto* l : copy) {
+        auto cur = channels_.find(ch);
+        if (cur == channels_.end()) break;
+        auto& ls = cur->second.listeners;
+        if (std::find(ls.begin(), ls.end(), l) != ls.end()) l->on_refused(ec, r.str);
+      }
+    }
+    return;
+  }
   // PING answers ["pong", ""] while subscribed, +PONG when no channel is.
   bool pong = (r.is_string() && r.str == "PONG") || (r.is_array() && !r.elements.empty() && r.elements[0].str == "pong");
   if (pong) {
+    answered();
     ping_outstanding_ = false;
     arm_health_check();
     return;
@@ -122,7 +161,10 @@ void subscriber::on_push(reply& r) {
       auto& ls = cur->second.listeners;
       if (std::find(ls.begin(), ls.end(), l) != ls.end()) l->on_message(r.elements[1].str, r.elements[2].str);
     }
+  } else if (kind == "unsubscribe") {
+    answered();
   } else if (kind == "subscribe") {
+    answered();
     auto& ch = r.elements[1].str;
     auto p = pending_.find(ch);
     if (p != pending_.end() && --p->second <= 0) pending_.erase(p);

@@ -3,6 +3,7 @@
 // reconnect. Executor-only, except construction.
 #pragma once
 
+#include <deque>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -24,6 +25,9 @@ class subscriber {
     /// The subscription is active on the server: first confirmation, or again after a reconnect
     /// (messages published while it was not may have been missed).
     virtual void on_subscribed() {}
+    /// The server refused to subscribe (an ACL without the channel: NOPERM). The listener stays
+    /// added until it removes itself; no message will come.
+    virtual void on_refused(std::error_code, const std::string& /*server text*/) {}
   };
 
   subscriber(asio::any_io_executor ex, const config& cfg);
@@ -47,6 +51,7 @@ class subscriber {
   void on_up();
   void on_down();
   void on_push(reply& r);
+  void answered();  // one answer of the oldest command owed
   void send(std::string_view verb, const std::vector<std::string_view>& channels);
   void arm_health_check();
 
@@ -56,6 +61,14 @@ class subscriber {
   // SUBSCRIBEs sent and not yet confirmed, per channel: a channel counts as subscribed only when
   // the latest of them is confirmed (an UNSUBSCRIBE may sit between two of them).
   std::unordered_map<std::string, int> pending_;
+  // The answers still owed by the commands sent on this connection, in order: a refusal (an error
+  // reply) names no channel, so it is matched to its command by position.
+  struct owed {
+    enum { subscribe, unsubscribe, ping } verb;
+    std::vector<std::string> channels;
+    std::size_t left;  // answers still to come (one per channel; one for PING)
+  };
+  std::deque<owed> owed_;
   asio::steady_timer health_;
   std::chrono::milliseconds interval_;
   std::chrono::milliseconds timeout_;
