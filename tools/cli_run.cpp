@@ -143,15 +143,6 @@ class reporter {
   std::string lock_;
 };
 
-int exit_code_for(const std::error_code& c) {
-  if (c == errc::wrong_type) return exit_code::data_error;  // the key is not a lock of this kind
-  if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
-  if (c == errc::connect_failed || c == errc::connect_timeout || c == errc::auth_failed ||
-      c == errc::select_failed || c == errc::request_timeout || c == errc::connection_lost)
-    return exit_code::unavailable;
-  return exit_code::software;
-}
-
 // ---- plumbing --------------------------------------------------------------------------------
 
 class unique_fd {
@@ -174,6 +165,7 @@ struct shared_state {
   unique_fd wake{::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)};
   std::atomic<int> acquire{pending};
   std::error_code acquire_error;  // written before `acquire` is released
+  std::string acquire_error_text;  // the server's words for it (redlease::last_error_text)
   std::atomic<int> lost{-1};      // a lost_reason once the lock is lost
 
   void notify() noexcept {
@@ -291,6 +283,7 @@ int run(const run_options& o) {
     const owner_id owner = this_thread_owner();
     auto done = [state](std::error_code ec, bool got) {
       state->acquire_error = ec;
+      if (ec) state->acquire_error_text = last_error_text();
       state->acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
                            std::memory_order_release);
       state->notify();
@@ -346,7 +339,8 @@ int run(const run_options& o) {
                                                              : " not acquired within " + format_ms(*wait)));
         return exit_code::not_acquired;
       case shared_state::failed:
-        throw error(state->acquire_error, "lock " + rep.quoted());
+        throw error(state->acquire_error, "lock " + rep.quoted() +
+                                              (state->acquire_error_text.empty() ? "" : ": " + state->acquire_error_text));
       default:
         break;
     }
@@ -357,6 +351,7 @@ int run(const run_options& o) {
 
     // Releases the lock; true if it was still ours.
     bool lost_reported = false;
+    std::error_code release_error;
     auto report_lost = [&](const char* reason) {
       if (lost_reported) return;
       lost_reported = true;
@@ -372,9 +367,12 @@ int run(const run_options& o) {
         report_lost(why >= 0 ? reason_name(static_cast<lost_reason>(why)) : "deleted");
         return false;
       } else {
-        rep(reporter::notice, "release_failed")
-            .str("message", ec.message())
-            .say("could not release lock " + rep.quoted() + ": " + ec.message() + " (it expires with its lease)");
+        // Printed even with -q: the next run will be refused until the lease ends.
+        std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
+        rep(reporter::error, "release_failed")
+            .str("message", why)
+            .say("could not release lock " + rep.quoted() + ": " + why + "; it stays held until its lease ends");
+        release_error = ec;
       }
       return true;
     };
@@ -484,6 +482,10 @@ int run(const run_options& o) {
 
     bool still_ours = release();
     if (lost || !still_ours) return exit_code::lock_lost;
+    // The command's own failure wins; a success whose lock stays held is not a success.
+    if (release_error && status == 0)
+      return exit_code_for(release_error) == exit_code::config_problem ? exit_code::config_problem
+                                                                       : exit_code::release_failed;
     return status;
   } catch (const error& e) {
     return fail(exit_code_for(e.code()), e.what());

@@ -24,11 +24,21 @@ inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable o
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
+inline constexpr int config_problem = 78; // EX_CONFIG: the server's settings refuse what redlease needs (ACL
+                                          // permission, renamed or disabled command)
+inline constexpr int release_failed = 79; // the command succeeded but the lock could not be released: it
+                                          // stays held until its lease ends, and the next run waits
 inline constexpr int cannot_exec = 126;   // command found but not executable
 inline constexpr int not_found = 127;     // command not found
 }  // namespace exit_code
 
 using action_t = std::function<int()>;
+
+/// The exit status for an error: usage (64), data (65, a key that is not such a lock), unavailable
+/// (69: unreachable, authentication, a port that is not Redis, or a server that refuses for now:
+/// maxclients, OOM, NOREPLICAS, LOADING, BUSY), configuration (78: ACL permission, renamed
+/// command), else software (70).
+int exit_code_for(const std::error_code& c);
 
 /// The default URL: $REDLEASE_URL, else redis://127.0.0.1:6379.
 std::string default_url();

@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "commands.hpp"
+#include "redlease/error.hpp"
 
 namespace redlease::cli {
 
@@ -106,6 +107,18 @@ CLI::Validator duration_validator() {
         return parse_duration(s) ? std::string{} : "invalid duration '" + s + "' (use e.g. 250ms, 5s, 2m, 1h)";
       },
       "DURATION");
+}
+
+int exit_code_for(const std::error_code& c) {
+  if (c == errc::wrong_type) return exit_code::data_error;
+  if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
+  if (c == errc::no_permission || c == errc::unknown_command) return exit_code::config_problem;
+  if (c == errc::connect_failed || c == errc::connect_timeout || c == errc::auth_failed ||
+      c == errc::select_failed || c == errc::request_timeout || c == errc::connection_lost ||
+      c == errc::protocol_error || c == errc::server_full || c == errc::server_oom || c == errc::no_replicas ||
+      c == errc::server_busy || c == errc::server_loading || c == errc::server_readonly)
+    return exit_code::unavailable;
+  return exit_code::software;
 }
 
 }  // namespace redlease::cli

@@ -36,16 +36,7 @@ int main(int argc, char** argv) {
     return action();
   } catch (const redlease::error& e) {
     std::cerr << "redlease: " << e.what() << "\n";
-    auto c = e.code();
-    if (c == redlease::errc::invalid_url || c == redlease::errc::tls_not_supported ||
-        c == redlease::errc::invalid_argument)
-      return exit_code::usage;
-    if (c == redlease::errc::connect_failed || c == redlease::errc::connect_timeout ||
-        c == redlease::errc::auth_failed || c == redlease::errc::select_failed ||
-        c == redlease::errc::request_timeout || c == redlease::errc::connection_lost ||
-        c == redlease::errc::protocol_error)
-      return exit_code::unavailable;
-    return exit_code::software;
+    return exit_code_for(e.code());
   } catch (const std::exception& e) {
     std::cerr << "redlease: " << e.what() << "\n";
     return exit_code::software;

@@ -92,15 +92,16 @@ TEST_F(bad_input_test, calls_after_close_fail_with_client_closed) {
   EXPECT_THROW(l.lock(), redlease::error);
 }
 
-TEST_F(bad_input_test, oom_is_server_busy_and_changes_nothing) {
+TEST_F(bad_input_test, oom_is_server_oom_and_changes_nothing) {
   client c{cfg()};
   raw()({"SET", "filler", std::string(1024, 'x')});
   raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
   raw()({"CONFIG", "SET", "maxmemory", "1"});
   auto l = c.lock("oom");
   std::error_code ec;
-  l.lock(ec);
-  EXPECT_EQ(ec, errc::server_busy) << ec.message();
+  EXPECT_FALSE(l.try_lock(0ms, ec));  // no wait: the refusal at once
+  EXPECT_EQ(ec, errc::server_oom) << ec.message();
+  EXPECT_NE(last_error_text().find("OOM command not allowed"), std::string::npos) << last_error_text();
   raw()({"CONFIG", "SET", "maxmemory", "0"});
   EXPECT_EQ(raw()({"EXISTS", "oom"}).integer, 0);
   l.lock();  // fine again
@@ -118,7 +119,7 @@ TEST_F(bad_input_test, busy_script_is_server_busy) {
   std::this_thread::sleep_for(300ms);  // past busy-reply-threshold: the server now answers BUSY
   auto l = c.lock("busy");
   std::error_code ec;
-  l.lock(ec);
+  l.try_lock(0ms, ec);  // no wait: the refusal at once (with a wait it is retried until SCRIPT KILL)
   EXPECT_EQ(ec, errc::server_busy) << ec.message();
   auto killer = server().client();
   killer({"SCRIPT", "KILL"});
