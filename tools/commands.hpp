@@ -24,6 +24,7 @@ inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable o
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
+inline constexpr int config_problem = 78; // EX_CONFIG: `doctor` found a check that FAILs (the deployment)
 inline constexpr int cannot_exec = 126;   // command found but not executable
 inline constexpr int not_found = 127;     // command not found
 }  // namespace exit_code
@@ -52,5 +53,6 @@ void setup_status(CLI::App& app, action_t& action);
 void setup_unlock(CLI::App& app, action_t& action);
 void setup_demo(CLI::App& app, action_t& action);
 void setup_bench(CLI::App& app, action_t& action);
+void setup_doctor(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli
