@@ -37,6 +37,7 @@ using steady = std::chrono::steady_clock;
 struct doctor_options {
   std::string url = default_url();
   std::string pattern = "*";
+  std::string acl_user;  // check this ACL user's permissions with ACL DRYRUN (default: the connected one)
   bool json = false;
   bool probe = false;
 };
@@ -228,20 +229,22 @@ std::string acl_setuser_line(const std::string& user, const std::string& pattern
 struct context {
   doctor_options opts;
   config cfg;
-  std::string user;         // ACL WHOAMI, else the URL's user, else "default"
+  std::string user;         // connected as: ACL WHOAMI, else the URL's user, else "default"
+  std::string checked;      // whose permissions ACL DRYRUN checks: --acl-user, else `user`
   std::string sample;       // a name matched by the pattern (the reentrant lock's probe)
   std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
-  std::string acl_line;
   bool ping_refused = false;
   std::optional<std::array<int, 3>> version;
   std::optional<info_fields> info;  // INFO (all sections), when permitted
   std::string info_error;           // why not
 };
 
-// What to do about a command refused with the server text `text`.
-std::string advice_for(const context& cx, std::string_view text) {
+// What to do about a command refused with the server text `text` (to `user`; default: the connected one).
+std::string advice_for(const context& cx, std::string_view text, const std::string& user = {}) {
+  const std::string& who = user.empty() ? cx.user : user;
   if (contains(text, "NOPERM") || contains(text, "no permissions"))
-    return "grant user " + cx.user + " the lock's keys and channels; in redis-cli: " + cx.acl_line;
+    return "grant user " + who + " the lock's keys and channels; in redis-cli: " +
+           acl_setuser_line(who, cx.opts.pattern, cx.cfg.database);
   if (contains(text, "unknown command") || contains(text, "not found") || contains(text, "Unknown Redis command"))
     return "a command the locks need is renamed or disabled (rename-command in redis.conf): give it back its name";
   if (contains(text, "NOREPLICAS"))
@@ -387,7 +390,6 @@ bool check_connectivity(client& c, context& cx, report& r) {
     how = "user " + cx.user + " (ACL WHOAMI refused: " + error_text(who, ec) + ")";
   }
   std::string detail = where + ", " + how + (cx.cfg.password.empty() ? ", no password" : ", authenticated");
-  cx.acl_line = acl_setuser_line(cx.user, cx.opts.pattern, cx.cfg.database);
   if (!ping_refused.empty()) {
     cx.ping_refused = true;
     r.fail("connectivity", detail + ", but PING is refused: " + ping_refused + " (the client's health checks send it)",
@@ -561,8 +563,9 @@ std::vector<step> other_steps(const context& cx, const client& c) {
         "0", "30000"},
        false, n},
       {"PING", {"PING"}, false, ""},
-      {"CLIENT SETNAME", {"CLIENT", "SETNAME", "redlease"}, true, ""},
-      {"CONFIG GET notify-keyspace-events", {"CONFIG", "GET", "notify-keyspace-events"}, true, ""},
+      {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"}, true, ""},
+      {"CONFIG GET notify-keyspace-events (mutex waiters then do without keyspace events)",
+       {"CONFIG", "GET", "notify-keyspace-events"}, true, ""},
   };
   if (cx.cfg.database != 0) s.push_back({"SELECT", {"SELECT", std::to_string(cx.cfg.database)}, false, ""});
   return s;
@@ -572,7 +575,7 @@ std::vector<step> other_steps(const context& cx, const client& c) {
 std::vector<step_result> dryrun(client& c, const context& cx, const std::vector<step>& steps) {
   std::vector<step_result> out;
   for (const auto& s : steps) {
-    std::vector<std::string> cmd{"ACL", "DRYRUN", cx.user};
+    std::vector<std::string> cmd{"ACL", "DRYRUN", cx.checked};
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
     std::error_code ec;
     auto rep = c.command(cmd, ec);
@@ -600,7 +603,7 @@ void report_group(const context& cx, report& r, const std::string& check, const 
     auto it = std::find_if(into.begin(), into.end(), [&](const auto& p) { return p.first == x.text; });
     if (it == into.end()) into.emplace_back(x.text, x.what);
     else it->second += ", " + x.what;
-    if (!x.optional && advice.empty()) advice = advice_for(cx, x.text);
+    if (!x.optional && advice.empty()) advice = advice_for(cx, x.text, cx.checked);
   }
   auto join = [](const std::vector<std::pair<std::string, std::string>>& v) {
     std::string out;
@@ -776,20 +779,28 @@ void check_permissions(client& c, context& cx, report& r) {
     reason = "Redis " + std::to_string((*cx.version)[0]) + "." + std::to_string((*cx.version)[1]) +
              " has no ACL DRYRUN";
   } else {
+    // Any answer but an error means DRYRUN works (the user may still lack PING: checked below).
     std::error_code ec;
-    auto rep = c.command({"ACL", "DRYRUN", cx.user, "PING"}, ec);
-    if (ec || !(rep.is_string() && rep.str == "OK")) reason = "ACL DRYRUN refused: " + error_text(rep, ec);
+    auto rep = c.command({"ACL", "DRYRUN", cx.checked, "PING"}, ec);
+    std::string text = error_text(rep, ec);
+    if (ec && contains(text, "User '") && contains(text, "not found")) {
+      r.fail("acl", "ACL DRYRUN " + cx.checked + ": " + text, "name an existing user (ACL USERS) with --acl-user");
+      return;
+    }
+    if (ec) reason = "ACL DRYRUN refused: " + text;
   }
   if (reason.empty()) {
-    r.ok("acl", "user " + cx.user + ", sample names " + cx.sample + (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") +
+    r.ok("acl", "user " + cx.checked + ", sample names " + cx.sample + (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") +
                     " (pattern " + cx.opts.pattern + "), checked with ACL DRYRUN");
     check_permissions_dryrun(c, cx, r);
     if (cx.opts.probe) check_permissions_live(c, cx, r);
   } else {
+    std::string other = cx.checked != cx.user ? " (not user " + cx.checked + ": only DRYRUN checks another user)" : "";
     r.warn("acl", reason + "; probing live instead: taking and releasing " + cx.sample +
                       (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") + " (pattern " + cx.opts.pattern +
-                      ") as user " + cx.user,
-           "for a check that touches no key, run the doctor on Redis 7 as a user allowed ACL DRYRUN");
+                      ") as user " + cx.user + other,
+           "for a check that touches no key (Redis 7), connect as a user allowed ACL DRYRUN and name the user "
+           "to check: --acl-user " + cx.checked);
     check_permissions_live(c, cx, r);
   }
 }
@@ -1024,6 +1035,7 @@ int doctor(const doctor_options& o) {
     r.summary();
     return exit_code::unavailable;
   }
+  cx.checked = o.acl_user.empty() ? cx.user : o.acl_user;
   if (!cx.ping_refused) check_latency(c, r);
   read_info(c, cx);
   check_version(cx, r);
@@ -1047,10 +1059,14 @@ void setup_doctor(CLI::App& app, action_t& action) {
       "Checks connectivity, version, topology, the user's permissions for every command and script the\n"
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
+      "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
       "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable or authentication failed.");
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   cmd->add_flag("--json", o->json, "One JSON object per check per line (check, status, detail, advice)");
+  cmd->add_option("--acl-user", o->acl_user,
+                  "Check this ACL user's permissions with ACL DRYRUN (connect as an administrator); default: the "
+                  "connected user");
   cmd->add_flag("--probe", o->probe,
                 "Also take and release a lock and a mutex on the sample name when ACL DRYRUN is available");
   cmd->callback([&action, o] { action = [o] { return doctor(*o); }; });

@@ -384,12 +384,23 @@ TEST_F(doctor_test, acl_dryrun_names_the_channel_and_agrees_with_the_live_probe)
   std::string line = line_of(r.out, "acl.lock");
   auto at = line.find("ACL SETUSER watcher ");
   ASSERT_NE(at, std::string::npos) << r.out;
+  // An administrator checking the user by name sees the same (and no key is touched).
+  auto by_admin = run_doctor({"--redis", s->url(), "--acl-user", "watcher", "locks:*"});
+  EXPECT_EQ(by_admin.status, 78) << by_admin.out;
+  EXPECT_EQ(line_of(by_admin.out, "acl.lock"), line) << by_admin.out;
+  EXPECT_EQ(admin({"DBSIZE"}).integer, 0);
+  EXPECT_EQ(status_of(run_doctor({"--redis", s->url(), "--acl-user", "nosuch"}).out, "acl"), "FAIL");
+
   ASSERT_TRUE(send_words(admin, line.substr(at)).is_ok());
   r = run_doctor({"--redis", url_for(*s, "watcher", "pw"), "--probe", "locks:*"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_FALSE(any_fail(r.out)) << r.out;
   for (auto check : {"acl.lock", "acl.mutex", "acl.commands", "probe.lock.release", "probe.mutex.release", "probe.wait"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  by_admin = run_doctor({"--redis", s->url(), "--acl-user", "watcher", "locks:*"});
+  EXPECT_EQ(by_admin.status, 0) << by_admin.out;
+  EXPECT_EQ(status_of(by_admin.out, "acl.lock"), "OK") << by_admin.out;
+  EXPECT_EQ(status_of(by_admin.out, "acl.mutex"), "OK") << by_admin.out;
 }
 
 TEST_F(doctor_test, renamed_evalsha_fails) {
