@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
-// `redlease doctor [--redis URL] [--json] [--probe] [NAME-PATTERN]`: checks a Redis deployment for
-// locks the way an operator would — connectivity, version, topology, the current user's permissions
-// for every command and script the locks send (ACL DRYRUN, or a live probe), eviction, memory,
-// persistence, min-replicas-to-write, renamed commands and the clock — one line per check with
-// OK / WARN / FAIL and what to do.
+// `redlease doctor [--redis URL] [--json] [--probe] [--acl-user USER] [NAME-PATTERN]`: checks a Redis
+// deployment for locks the way an operator would — connectivity, latency, version, topology, the
+// user's permissions for every command and script the locks send (ACL DRYRUN, or a live probe),
+// eviction, memory, persistence, min-replicas-to-write, renamed commands and the clock — one line
+// per check with OK / WARN / FAIL and what to do (docs/cli.md, "redlease doctor").
 #include <netdb.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,7 +18,6 @@
 #include <future>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -235,7 +234,7 @@ struct context {
   std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
   bool ping_refused = false;
   std::optional<std::array<int, 3>> version;
-  std::optional<info_fields> info;  // INFO (all sections), when permitted
+  std::optional<info_fields> info;  // INFO (its default sections), when permitted
   std::string info_error;           // why not
 };
 
