@@ -76,8 +76,8 @@ class report {
 
   void summary() {
     int total = counts_[0] + counts_[1] + counts_[2];
-    std::string detail = std::to_string(total) + (total == 1 ? " check: " : " checks: ") + std::to_string(counts_[0]) + " OK, " +
-                         std::to_string(counts_[1]) + " WARN, " + std::to_string(counts_[2]) + " FAIL";
+    std::string detail = std::to_string(total) + (total == 1 ? " check: " : " checks: ") + std::to_string(counts_[0]) +
+                         " OK, " + std::to_string(counts_[1]) + " WARN, " + std::to_string(counts_[2]) + " FAIL";
     level worst = counts_[2] ? level::fail : counts_[1] ? level::warn : level::ok;
     std::string advice = counts_[2] ? "fix the FAIL lines first: locks do not work (or are not safe) until then"
                          : counts_[1] ? "locks work; the WARN lines say what can still go wrong"
@@ -789,8 +789,9 @@ void check_permissions(client& c, context& cx, report& r) {
     if (ec) reason = "ACL DRYRUN refused: " + text;
   }
   if (reason.empty()) {
-    r.ok("acl", "user " + cx.checked + ", sample names " + cx.sample + (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") +
-                    " (pattern " + cx.opts.pattern + "), checked with ACL DRYRUN");
+    r.ok("acl", "user " + cx.checked + ", sample names " + cx.sample +
+                    (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") + " (pattern " + cx.opts.pattern +
+                    "), checked with ACL DRYRUN");
     check_permissions_dryrun(c, cx, r);
     if (cx.opts.probe) check_permissions_live(c, cx, r);
   } else {
@@ -900,8 +901,9 @@ void check_persistence(client& c, context& cx, report& r) {
                               " replica(s) may keep locks across a restart of this server (replication is "
                               "asynchronous: a failover can still lose the last lock writes)");
     } else if (fsync && *fsync != "always") {
-      r.ok("persistence", "AOF on, appendfsync " + *fsync +
-                              ": a power loss can drop the last second of lock writes (appendfsync always closes that gap)");
+      r.ok("persistence",
+           "AOF on, appendfsync " + *fsync +
+               ": a power loss can drop the last second of lock writes (appendfsync always closes that gap)");
     } else {
       r.ok("persistence", std::string("AOF on") + (fsync ? ", appendfsync " + *fsync : ""));
     }
@@ -935,12 +937,13 @@ void check_persistence(client& c, context& cx, report& r) {
            "if fewer are connected, every lock fails with NOREPLICAS");
   } else if (have < want) {
     r.fail("min-replicas",
-           "min-replicas-to-write " + std::to_string(want) + ", but " + std::to_string(have) + " replica(s) " + counted +
-               ": every write, so every lock and unlock, is refused with NOREPLICAS",
+           "min-replicas-to-write " + std::to_string(want) + ", but " + std::to_string(have) + " replica(s) " +
+               counted + ": every write, so every lock and unlock, is refused with NOREPLICAS",
            "bring the replicas back, or CONFIG SET min-replicas-to-write " + std::to_string(have));
   } else {
-    r.ok("min-replicas", "min-replicas-to-write " + std::to_string(want) + ", " + std::to_string(have) + " replica(s) " +
-                             counted + "; should they drop below it, every lock fails with NOREPLICAS");
+    r.ok("min-replicas", "min-replicas-to-write " + std::to_string(want) + ", " + std::to_string(have) +
+                             " replica(s) " + counted +
+                             "; should they drop below it, every lock fails with NOREPLICAS");
   }
 }
 
@@ -1010,12 +1013,15 @@ void check_clock(client& c, report& r) {
     r.warn("clock", "TIME gave no number; " + note, "");
     return;
   }
-  auto local_us = std::chrono::duration_cast<std::chrono::microseconds>((before + (after - before) / 2).time_since_epoch()).count();
+  auto local_us =
+      std::chrono::duration_cast<std::chrono::microseconds>((before + (after - before) / 2).time_since_epoch()).count();
   long long skew = *s * 1'000'000 + *us - local_us;
   long long mag = skew < 0 ? -skew : skew;
-  std::string detail = "server clock " + fmt_us(mag) + (skew >= 0 ? " ahead of" : " behind") + " this machine's; " + note;
+  std::string detail =
+      "server clock " + fmt_us(mag) + (skew >= 0 ? " ahead of" : " behind") + " this machine's; " + note;
   if (mag > 1'000'000)
-    r.warn("clock", detail, "run NTP (chrony, systemd-timesyncd) on both: logs and TIME-based tools disagree otherwise");
+    r.warn("clock", detail,
+           "run NTP (chrony, systemd-timesyncd) on both: logs and TIME-based tools disagree otherwise");
   else
     r.ok("clock", detail);
 }

@@ -281,7 +281,8 @@ TEST_F(doctor_test, healthy_default_server_has_no_fail_and_warns_about_persisten
   EXPECT_TRUE(has(line_of(r.out, "topology"), "master, 0 replicas")) << r.out;
   EXPECT_EQ(status_of(r.out, "acl"), "OK") << r.out;
   EXPECT_TRUE(has(line_of(r.out, "acl"), "ACL DRYRUN")) << r.out;
-  for (auto check : {"acl.lock", "acl.mutex", "acl.commands", "eviction", "memory", "min-replicas", "commands", "clock"})
+  for (auto check :
+       {"acl.lock", "acl.mutex", "acl.commands", "eviction", "memory", "min-replicas", "commands", "clock"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
   EXPECT_TRUE(has(line_of(r.out, "eviction"), "noeviction")) << r.out;
   EXPECT_EQ(status_of(r.out, "persistence"), "WARN") << r.out;
@@ -356,7 +357,9 @@ TEST_F(doctor_test, live_probe_fails_naming_the_channel_and_the_advised_acl_line
       l.unlock();
     }
   });
-  EXPECT_TRUE(eventually([&] { return admin({"PUBSUB", "NUMSUB", "redisson_lock__channel:{locks:job}"}).elements[1].integer == 1; }));
+  EXPECT_TRUE(eventually([&] {
+    return admin({"PUBSUB", "NUMSUB", "redisson_lock__channel:{locks:job}"}).elements[1].integer == 1;
+  }));
   auto t_unlock = steady::now();
   held.unlock();
   t.join();
@@ -377,7 +380,8 @@ TEST_F(doctor_test, acl_dryrun_names_the_channel_and_agrees_with_the_live_probe)
                   "'redisson_lock__channel:{locks:redlease-doctor}' channel"))
       << r.out;
   EXPECT_EQ(status_of(r.out, "acl.mutex"), "FAIL") << r.out;
-  EXPECT_TRUE(has(line_of(r.out, "acl.mutex"), "'redlease_mutex__channel:{locks:redlease-doctor-mutex}' channel")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.mutex"), "'redlease_mutex__channel:{locks:redlease-doctor-mutex}' channel"))
+      << r.out;
   EXPECT_EQ(status_of(r.out, "acl.commands"), "OK") << r.out;
   EXPECT_EQ(status_of(r.out, "probe.lock.release"), "FAIL") << r.out;
   EXPECT_EQ(status_of(r.out, "probe.wait"), "FAIL") << r.out;
@@ -395,7 +399,8 @@ TEST_F(doctor_test, acl_dryrun_names_the_channel_and_agrees_with_the_live_probe)
   r = run_doctor({"--redis", url_for(*s, "watcher", "pw"), "--probe", "locks:*"});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_FALSE(any_fail(r.out)) << r.out;
-  for (auto check : {"acl.lock", "acl.mutex", "acl.commands", "probe.lock.release", "probe.mutex.release", "probe.wait"})
+  for (auto check :
+       {"acl.lock", "acl.mutex", "acl.commands", "probe.lock.release", "probe.mutex.release", "probe.wait"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
   by_admin = run_doctor({"--redis", s->url(), "--acl-user", "watcher", "locks:*"});
   EXPECT_EQ(by_admin.status, 0) << by_admin.out;
