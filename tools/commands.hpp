@@ -25,7 +25,7 @@ inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
 inline constexpr int config_problem = 78; // EX_CONFIG: the server's settings refuse what redlease needs (ACL
-                                          // permission, renamed or disabled command)
+                                          // permission, renamed or disabled command); `doctor` found a FAIL
 inline constexpr int release_failed = 79; // the command succeeded but the lock could not be released: it
                                           // stays held until its lease ends, and the next run waits
 inline constexpr int cannot_exec = 126;   // command found but not executable
@@ -62,5 +62,6 @@ void setup_status(CLI::App& app, action_t& action);
 void setup_unlock(CLI::App& app, action_t& action);
 void setup_demo(CLI::App& app, action_t& action);
 void setup_bench(CLI::App& app, action_t& action);
+void setup_doctor(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli

@@ -14,7 +14,8 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit status: the child's status for `run` (128+N if killed by signal N); 75 lock not acquired\n"
       "within --wait; 76 lock lost while the child ran; 64 usage error; 65 the key is not a lock of that\n"
-      "kind; 69 Redis unreachable or authentication failed; 126/127 command not executable/not found.\n"
+      "kind; 69 Redis unreachable or authentication failed; 126/127 command not executable/not found;\n"
+      "78 `doctor` found a check that FAILs.\n"
       "Environment: REDLEASE_URL (default redis://127.0.0.1:6379), REDLEASE_PASSWORD.");
   action_t action;
   setup_run(app, action);
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   setup_unlock(app, action);
   setup_demo(app, action);
   setup_bench(app, action);
+  setup_doctor(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: MIT
+// `redlease doctor` against real redis-server processes, each set up with one deployment problem:
+// every test asserts the status and the words of the line of the check that must catch it. Also the
+// INFO parser the doctor uses.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "info_parser.hpp"
+#include "lock_test_support.hpp"
+
+extern char** environ;
+
+namespace redlease::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Runs `redlease doctor ARGS...` to completion (killed after 20 s), with only `env_extra` of the
+/// REDLEASE_* variables.
+result run_doctor(const std::vector<std::string>& args, const std::vector<std::string>& env_extra = {}) {
+  char tmpl[] = "/tmp/redlease-doctor-test-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
+    return {};
+  }
+  std::string dir = tmpl, out = dir + "/out", err = dir + "/err";
+  std::vector<std::string> argv_s{REDLEASE_CLI_PATH, "doctor"};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("REDLEASE_")) env_s.emplace_back(*e);
+  env_s.insert(env_s.end(), env_extra.begin(), env_extra.end());
+  std::vector<char*> argv, envp;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  for (auto& s : env_s) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&fa);
+  result r;
+  if (rc != 0) {
+    ADD_FAILURE() << "posix_spawn " << REDLEASE_CLI_PATH << ": " << std::strerror(rc);
+  } else {
+    auto end = steady::now() + 20s;
+    int st = 0;
+    for (;;) {
+      pid_t w = ::waitpid(pid, &st, WNOHANG);
+      if (w == pid) break;
+      if (steady::now() > end) {
+        ADD_FAILURE() << "redlease doctor did not exit within 20 s";
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(2ms);
+    }
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    r.out = slurp(out);
+    r.err = slurp(err);
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return r;
+}
+
+/// The line of the human table for `check` ("" if none): "<STATUS> <check> <detail>".
+std::string line_of(const std::string& out, const std::string& check) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string status, name;
+    words >> status >> name;
+    if (name == check) return line;
+  }
+  return {};
+}
+
+std::string status_of(const std::string& out, const std::string& check) {
+  std::istringstream words(line_of(out, check));
+  std::string status;
+  words >> status;
+  return status;
+}
+
+bool has(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
+
+bool any_fail(const std::string& out) {
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("FAIL", 0) == 0) return true;
+  return false;
+}
+
+// A strict JSON reader, just enough to validate the doctor's lines: one object of strings and
+// numbers per line (no nesting needed, but arrays/objects/literals are accepted).
+class json_reader {
+ public:
+  explicit json_reader(std::string_view s) : s_(s) {}
+  /// Parses one whole object; fills `strings` with its top-level string members.
+  bool object(std::map<std::string, std::string>& strings) {
+    ws();
+    if (!eat('{')) return false;
+    ws();
+    if (eat('}')) return end();
+    for (;;) {
+      std::string key, value;
+      ws();
+      if (!string(key)) return false;
+      ws();
+      if (!eat(':')) return false;
+      ws();
+      if (peek() == '"') {
+        if (!string(value)) return false;
+        strings[key] = value;
+      } else if (!any()) {
+        return false;
+      }
+      ws();
+      if (eat(',')) continue;
+      if (eat('}')) return end();
+      return false;
+    }
+  }
+
+ private:
+  bool end() {
+    ws();
+    return i_ == s_.size();
+  }
+  char peek() const { return i_ < s_.size() ? s_[i_] : '\0'; }
+  bool eat(char c) {
+    if (peek() != c) return false;
+    ++i_;
+    return true;
+  }
+  void ws() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t')) ++i_;
+  }
+  bool string(std::string& out) {
+    if (!eat('"')) return false;
+    while (i_ < s_.size()) {
+      auto c = static_cast<unsigned char>(s_[i_++]);
+      if (c == '"') return true;
+      if (c < 0x20) return false;
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        continue;
+      }
+      if (i_ >= s_.size()) return false;
+      char e = s_[i_++];
+      if (e == 'u') {
+        if (i_ + 4 > s_.size()) return false;
+        for (int k = 0; k < 4; ++k)
+          if (!std::isxdigit(static_cast<unsigned char>(s_[i_ + k]))) return false;
+        out += '?';
+        i_ += 4;
+      } else if (std::string_view("\"\\/bfnrt").find(e) != std::string_view::npos) {
+        out += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+      } else {
+        return false;
+      }
+    }
+    return false;
+  }
+  bool any() {
+    char c = peek();
+    if (c == '"') {
+      std::string ignored;
+      return string(ignored);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      std::size_t start = i_;
+      if (c == '-') ++i_;
+      while (i_ < s_.size() && ((s_[i_] >= '0' && s_[i_] <= '9') || s_[i_] == '.' || s_[i_] == 'e' || s_[i_] == 'E' ||
+                                s_[i_] == '+' || s_[i_] == '-'))
+        ++i_;
+      return i_ > start + (c == '-' ? 1 : 0);
+    }
+    for (std::string_view lit : {"true", "false", "null"})
+      if (s_.substr(i_, lit.size()) == lit) {
+        i_ += lit.size();
+        return true;
+      }
+    if (eat('[')) {
+      ws();
+      if (eat(']')) return true;
+      for (;;) {
+        ws();
+        if (!any()) return false;
+        ws();
+        if (eat(',')) continue;
+        return eat(']');
+      }
+    }
+    return false;  // nested objects: the doctor prints none
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+class doctor_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  }
+  static std::unique_ptr<redis_server> start(std::vector<std::string> extra = {}, std::string password = {}) {
+    server_options o;
+    o.extra_args = std::move(extra);
+    o.password = std::move(password);
+    o.unix_socket = false;
+    return std::make_unique<redis_server>(o);
+  }
+  static std::string url_for(const redis_server& s, const std::string& user, const std::string& password) {
+    return "redis://" + user + ":" + password + "@127.0.0.1:" + std::to_string(s.port());
+  }
+  /// Sends one command made of the words of `line` (no quoting in the doctor's ACL lines).
+  static raw_reply send_words(raw_client& c, const std::string& line) {
+    std::istringstream in(line);
+    std::vector<std::string> args;
+    for (std::string w; in >> w;) args.push_back(w);
+    return c.command(args);
+  }
+};
+
+// The keys the locks need, without the channel permissions (&...): the usual first attempt at a
+// prefix-restricted user.
+const std::string keys_only =
+    "~locks:* ~redisson_lock__channel:{locks:*} ~redlease_mutex__channel:{locks:*} ~redisson_unlock_latch:{locks:*}:* "
+    "+@read +@write +@scripting +@pubsub +ping +client|setname";
+// What the doctor itself needs to check without touching keys.
+const std::string doctor_rights = "+acl|dryrun +acl|whoami +info +config|get +command|info +time";
+
+TEST_F(doctor_test, healthy_default_server_has_no_fail_and_warns_about_persistence) {
+  auto s = start();
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(any_fail(r.out)) << r.out;
+  EXPECT_EQ(status_of(r.out, "connectivity"), "OK") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "connectivity"), "user default")) << r.out;
+  EXPECT_EQ(status_of(r.out, "latency"), "OK") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "latency"), "PING median")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "version"), "Redis 7.")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "topology"), "master, 0 replicas")) << r.out;
+  EXPECT_EQ(status_of(r.out, "acl"), "OK") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl"), "ACL DRYRUN")) << r.out;
+  for (auto check :
+       {"acl.lock", "acl.mutex", "acl.commands", "eviction", "memory", "min-replicas", "commands", "clock"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "eviction"), "noeviction")) << r.out;
+  EXPECT_EQ(status_of(r.out, "persistence"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "persistence"), "no AOF and no replica")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "persistence"), "longest lease")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "persistence"), "appendfsync always")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "summary"), "0 FAIL")) << r.out;
+  EXPECT_EQ(r.out.substr(r.out.rfind('\n', r.out.size() - 2) + 1, 12), "WARN summary") << r.out;
+  // Nothing is left on the server: DRYRUN touches no key.
+  EXPECT_EQ(s->client()({"DBSIZE"}).integer, 0);
+}
+
+TEST_F(doctor_test, live_probe_fails_naming_the_channel_and_the_advised_acl_line_fixes_it) {
+  auto s = start();
+  auto admin = s->client();
+  ASSERT_TRUE(send_words(admin, "ACL SETUSER locker on >pw " + keys_only).is_ok());
+  auto r = run_doctor({"--redis", url_for(*s, "locker", "pw"), "locks:*"});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  // DRYRUN is refused to such a user: the doctor says so and probes with the library.
+  EXPECT_EQ(status_of(r.out, "acl"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl"), "ACL DRYRUN refused")) << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.lock.acquire"), "OK") << r.out;
+  const std::string lock_ch = "redisson_lock__channel:{locks:redlease-doctor}";
+  const std::string mutex_ch = "redlease_mutex__channel:{locks:redlease-doctor-mutex}";
+  EXPECT_EQ(status_of(r.out, "probe.lock.release"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "probe.lock.release"), "PUBLISH " + lock_ch + ": NOPERM")) << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.mutex.release"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "probe.mutex.release"), "PUBLISH " + mutex_ch + ": NOPERM")) << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.publish"), "FAIL") << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.wait"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "probe.wait"), lock_ch)) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "probe.wait"), "channels")) << r.out;
+  std::string wait_line = line_of(r.out, "probe.wait");
+  auto at = wait_line.find("ACL SETUSER locker ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  std::string acl = wait_line.substr(at);
+  EXPECT_TRUE(has(acl, "&redisson_lock__channel:{locks:*}")) << acl;
+  EXPECT_TRUE(has(acl, "&redlease_mutex__channel:{locks:*}")) << acl;
+  // The failed releases deleted their keys before the PUBLISH was refused (scripts do not roll back).
+  EXPECT_EQ(admin({"EXISTS", "locks:redlease-doctor"}).integer, 0);
+
+  // Exactly the advised line, on a user that has nothing else: every step passes.
+  ASSERT_TRUE(admin({"ACL", "DELUSER", "locker"}).type == raw_reply::kind::integer);
+  ASSERT_TRUE(admin({"ACL", "SETUSER", "locker", "on", ">pw"}).is_ok());
+  auto applied = send_words(admin, acl);
+  ASSERT_TRUE(applied.is_ok()) << applied.to_string() << " for " << acl;
+  r = run_doctor({"--redis", url_for(*s, "locker", "pw"), "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(any_fail(r.out)) << r.out;
+  for (auto check : {"connectivity", "latency", "probe.lock.acquire", "probe.lock.release", "probe.mutex.acquire",
+                     "probe.mutex.release", "probe.publish", "probe.wait", "commands"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  // What the doctor cannot read as this user is a WARN, never a FAIL.
+  EXPECT_EQ(status_of(r.out, "eviction"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "eviction"), "cannot read")) << r.out;
+
+  // And the library really works for that user: a waiter is woken by the holder's unlock message
+  // (long before the holder's lease would run out), and the watchdog renews.
+  auto cfg = config::from_url(url_for(*s, "locker", "pw"));
+  cfg.watchdog_timeout = 3000ms;
+  client holder{cfg}, waiter{cfg};
+  auto held = holder.lock("locks:job");
+  held.lock();
+  std::this_thread::sleep_for(1200ms);  // past one renewal (every 1 s)
+  EXPECT_GT(holder.stats().renewed_locks, 0u);
+  std::atomic<long long> woke_after{-1};
+  std::thread t([&] {
+    auto l = waiter.lock("locks:job");
+    auto t0 = steady::now();
+    if (l.try_lock(5000ms)) {
+      woke_after = ms_since(t0);
+      l.unlock();
+    }
+  });
+  EXPECT_TRUE(eventually([&] {
+    return admin({"PUBSUB", "NUMSUB", "redisson_lock__channel:{locks:job}"}).elements[1].integer == 1;
+  }));
+  auto t_unlock = steady::now();
+  held.unlock();
+  t.join();
+  EXPECT_GE(woke_after.load(), 0);
+  EXPECT_LT(ms_since(t_unlock), 1000);  // the lease had ~2 s left: the message woke the waiter
+}
+
+TEST_F(doctor_test, acl_dryrun_names_the_channel_and_agrees_with_the_live_probe) {
+  auto s = start();
+  auto admin = s->client();
+  ASSERT_TRUE(send_words(admin, "ACL SETUSER watcher on >pw " + keys_only + " " + doctor_rights).is_ok());
+  auto r = run_doctor({"--redis", url_for(*s, "watcher", "pw"), "--probe", "locks:*"});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "acl"), "OK") << r.out;
+  EXPECT_EQ(status_of(r.out, "acl.lock"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.lock"),
+                  "publish, wait: This user has no permissions to access the "
+                  "'redisson_lock__channel:{locks:redlease-doctor}' channel"))
+      << r.out;
+  EXPECT_EQ(status_of(r.out, "acl.mutex"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.mutex"), "'redlease_mutex__channel:{locks:redlease-doctor-mutex}' channel"))
+      << r.out;
+  EXPECT_EQ(status_of(r.out, "acl.commands"), "OK") << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.lock.release"), "FAIL") << r.out;
+  EXPECT_EQ(status_of(r.out, "probe.wait"), "FAIL") << r.out;
+  std::string line = line_of(r.out, "acl.lock");
+  auto at = line.find("ACL SETUSER watcher ");
+  ASSERT_NE(at, std::string::npos) << r.out;
+  // An administrator checking the user by name sees the same (and no key is touched).
+  auto by_admin = run_doctor({"--redis", s->url(), "--acl-user", "watcher", "locks:*"});
+  EXPECT_EQ(by_admin.status, 78) << by_admin.out;
+  EXPECT_EQ(line_of(by_admin.out, "acl.lock"), line) << by_admin.out;
+  EXPECT_EQ(admin({"DBSIZE"}).integer, 0);
+  EXPECT_EQ(status_of(run_doctor({"--redis", s->url(), "--acl-user", "nosuch"}).out, "acl"), "FAIL");
+
+  ASSERT_TRUE(send_words(admin, line.substr(at)).is_ok());
+  r = run_doctor({"--redis", url_for(*s, "watcher", "pw"), "--probe", "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(any_fail(r.out)) << r.out;
+  for (auto check :
+       {"acl.lock", "acl.mutex", "acl.commands", "probe.lock.release", "probe.mutex.release", "probe.wait"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  by_admin = run_doctor({"--redis", s->url(), "--acl-user", "watcher", "locks:*"});
+  EXPECT_EQ(by_admin.status, 0) << by_admin.out;
+  EXPECT_EQ(status_of(by_admin.out, "acl.lock"), "OK") << by_admin.out;
+  EXPECT_EQ(status_of(by_admin.out, "acl.mutex"), "OK") << by_admin.out;
+}
+
+TEST_F(doctor_test, renamed_evalsha_fails) {
+  auto s = start({"--rename-command", "EVALSHA", ""});
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "commands"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "commands"), "renamed or disabled")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "commands"), "EVALSHA")) << r.out;
+  EXPECT_FALSE(has(line_of(r.out, "commands"), "EVAL,")) << r.out;  // EVAL itself is there
+  EXPECT_TRUE(has(line_of(r.out, "commands"), "rename-command")) << r.out;
+  EXPECT_EQ(status_of(r.out, "acl.lock"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.lock"), "'EVALSHA' not found")) << r.out;
+}
+
+TEST_F(doctor_test, allkeys_lru_warns_that_locks_can_be_evicted) {
+  auto s = start({"--maxmemory-policy", "allkeys-lru"});
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "eviction"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "eviction"), "allkeys-lru")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "eviction"), "noeviction")) << r.out;
+}
+
+TEST_F(doctor_test, min_replicas_to_write_without_a_replica_fails) {
+  auto s = start({"--min-replicas-to-write", "1"});
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "min-replicas"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "min-replicas"), "min-replicas-to-write 1")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "min-replicas"), "NOREPLICAS")) << r.out;
+}
+
+TEST_F(doctor_test, maxclients_reached_exits_69_saying_so) {
+  auto s = start({"--maxclients", "1"});
+  // Take the only slot (the fixture's own probe may still be closing: retry until ours is in).
+  std::unique_ptr<raw_client> hog;
+  ASSERT_TRUE(eventually([&] {
+    hog = std::make_unique<raw_client>(s->client());
+    return hog->command({"PING"}).str == "PONG";
+  }));
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 69) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "connectivity"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "connectivity"), "max number of clients reached")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "connectivity"), "maxclients")) << r.out;
+}
+
+TEST_F(doctor_test, wrong_password_exits_69) {
+  auto s = start({}, "s3cret");
+  std::string bare = "redis://127.0.0.1:" + std::to_string(s->port());
+  auto r = run_doctor({"--redis", "redis://:wrong@127.0.0.1:" + std::to_string(s->port())});
+  EXPECT_EQ(r.status, 69) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "connectivity"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "connectivity"), "authentication failed")) << r.out;
+  EXPECT_EQ(run_doctor({"--redis", bare}, {"REDLEASE_PASSWORD=wrong"}).status, 69);
+  r = run_doctor({"--redis", bare}, {"REDLEASE_PASSWORD=s3cret"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_TRUE(has(line_of(r.out, "connectivity"), "authenticated")) << r.out;
+}
+
+TEST_F(doctor_test, json_lines_are_objects_with_the_four_fields) {
+  // A server with FAILs, and --probe: details then hold the library's quoted messages.
+  auto s = start({"--rename-command", "EVALSHA", ""});
+  auto r = run_doctor({"--redis", s->url(), "--json", "--probe"});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  std::istringstream in(r.out);
+  std::vector<std::map<std::string, std::string>> lines;
+  for (std::string line; std::getline(in, line);) {
+    std::map<std::string, std::string> fields;
+    ASSERT_TRUE(json_reader(line).object(fields)) << "not a JSON object: " << line;
+    for (auto key : {"check", "status", "detail", "advice"})
+      ASSERT_TRUE(fields.count(key)) << key << " missing in " << line;
+    EXPECT_TRUE(fields["status"] == "OK" || fields["status"] == "WARN" || fields["status"] == "FAIL") << line;
+    lines.push_back(fields);
+  }
+  ASSERT_GE(lines.size(), 10u) << r.out;
+  EXPECT_EQ(lines.back()["check"], "summary");
+  EXPECT_EQ(lines.back()["status"], "FAIL");
+  bool seen = false;
+  for (auto& f : lines)
+    if (f["check"] == "probe.lock.acquire") {
+      seen = true;
+      EXPECT_EQ(f["status"], "FAIL");
+      EXPECT_TRUE(has(f["detail"], "try_lock \"redlease-doctor\"")) << f["detail"];
+      EXPECT_TRUE(has(f["detail"], "unknown command 'EVALSHA'")) << f["detail"];
+      EXPECT_TRUE(has(f["advice"], "rename-command")) << f["advice"];
+    }
+  EXPECT_TRUE(seen) << r.out;
+}
+
+TEST(doctor_info_parser, sections_fields_and_oddities) {
+  auto info = cli::parse_info(
+      "# Server\r\nredis_version:7.0.15\r\nos:Linux 6.1 x86_64\r\n\r\n# Replication\r\nrole:master\r\n"
+      "connected_slaves:1\r\nslave0:ip=10.0.0.2,port=6380,state=online,offset=1,lag=0\r\n"
+      "nocolon\r\n:nokey\r\nrole:again\nbare_lf:1\nurl:redis://x:1");
+  EXPECT_EQ(info.sections, (std::vector<std::string>{"Server", "Replication"}));
+  EXPECT_EQ(info.get("redis_version"), "7.0.15");
+  EXPECT_EQ(info.get("os"), "Linux 6.1 x86_64");
+  EXPECT_EQ(info.get("role"), "master");  // the first value of a repeated key
+  EXPECT_EQ(info.section_of["role"], "Replication");
+  EXPECT_EQ(info.integer("connected_slaves"), 1);
+  EXPECT_EQ(info.integer("bare_lf"), 1);
+  EXPECT_EQ(info.get("url"), "redis://x:1");  // split at the first ':'
+  EXPECT_FALSE(info.get("nocolon"));
+  EXPECT_FALSE(info.integer("os"));
+  auto slave = cli::info_subfields(*info.get("slave0"));
+  EXPECT_EQ(slave["ip"], "10.0.0.2");
+  EXPECT_EQ(slave["state"], "online");
+  EXPECT_EQ(cli::parse_version("7.0.15"), (std::array<int, 3>{7, 0, 15}));
+  EXPECT_EQ(cli::parse_version("6.2"), (std::array<int, 3>{6, 2, 0}));
+  EXPECT_FALSE(cli::parse_version("v7"));
+  EXPECT_FALSE(cli::parse_integer("12x"));
+  EXPECT_FALSE(cli::parse_integer("99999999999999999999"));
+  EXPECT_TRUE(cli::parse_info("").values.empty());
+}
+
+}  // namespace
+}  // namespace redlease::test

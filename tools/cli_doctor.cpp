@@ -1,0 +1,1080 @@
+// SPDX-License-Identifier: MIT
+// `redlease doctor [--redis URL] [--json] [--probe] [--acl-user USER] [NAME-PATTERN]`: checks a Redis
+// deployment for locks the way an operator would — connectivity, latency, version, topology, the
+// user's permissions for every command and script the locks send (ACL DRYRUN, or a live probe),
+// eviction, memory, persistence, min-replicas-to-write, renamed commands and the clock — one line
+// per check with OK / WARN / FAIL and what to do (docs/cli.md, "redlease doctor").
+#include <netdb.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "commands.hpp"
+#include "info_parser.hpp"
+#include "redlease/redlease.hpp"
+
+namespace redlease::cli {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+struct doctor_options {
+  std::string url = default_url();
+  std::string pattern = "*";
+  std::string acl_user;  // check this ACL user's permissions with ACL DRYRUN (default: the connected one)
+  bool json = false;
+  bool probe = false;
+};
+
+enum class level { ok, warn, fail };
+
+const char* level_name(level l) { return l == level::ok ? "OK" : l == level::warn ? "WARN" : "FAIL"; }
+
+struct finding {
+  std::string check;
+  level status = level::ok;
+  std::string detail;
+  std::string advice;
+};
+
+// Prints each finding as it is made (a slow check does not hold back the others' lines).
+class report {
+ public:
+  explicit report(bool json) : json_(json) {}
+
+  void add(std::string check, level status, std::string detail, std::string advice = {}) {
+    finding f{std::move(check), status, std::move(detail), std::move(advice)};
+    ++counts_[static_cast<int>(f.status)];
+    print(f);
+  }
+  void ok(std::string check, std::string detail, std::string advice = {}) {
+    add(std::move(check), level::ok, std::move(detail), std::move(advice));
+  }
+  void warn(std::string check, std::string detail, std::string advice = {}) {
+    add(std::move(check), level::warn, std::move(detail), std::move(advice));
+  }
+  void fail(std::string check, std::string detail, std::string advice = {}) {
+    add(std::move(check), level::fail, std::move(detail), std::move(advice));
+  }
+
+  int fails() const { return counts_[2]; }
+
+  void summary() {
+    int total = counts_[0] + counts_[1] + counts_[2];
+    std::string detail = std::to_string(total) + (total == 1 ? " check: " : " checks: ") + std::to_string(counts_[0]) +
+                         " OK, " + std::to_string(counts_[1]) + " WARN, " + std::to_string(counts_[2]) + " FAIL";
+    level worst = counts_[2] ? level::fail : counts_[1] ? level::warn : level::ok;
+    std::string advice = counts_[2] ? "fix the FAIL lines first: locks do not work (or are not safe) until then"
+                         : counts_[1] ? "locks work; the WARN lines say what can still go wrong"
+                                      : "";
+    if (json_) {
+      std::string line = "{\"check\":\"summary\",\"status\":\"";
+      line += level_name(worst);
+      line += "\",\"detail\":\"";
+      json_escape_to(line, detail);
+      line += "\",\"advice\":\"";
+      json_escape_to(line, advice);
+      line += "\",\"ok\":" + std::to_string(counts_[0]) + ",\"warn\":" + std::to_string(counts_[1]) +
+              ",\"fail\":" + std::to_string(counts_[2]) + "}\n";
+      std::cout << line << std::flush;
+    } else {
+      std::cout << level_name(worst) << std::string(5 - std::strlen(level_name(worst)), ' ') << pad("summary")
+                << detail << (advice.empty() ? "" : "; " + advice) << "\n"
+                << std::flush;
+    }
+  }
+
+ private:
+  static std::string pad(const std::string& check) {
+    constexpr std::size_t width = 20;
+    return check + std::string(check.size() < width ? width - check.size() : 1, ' ');
+  }
+
+  void print(const finding& f) {
+    std::string line;
+    if (json_) {
+      line = "{\"check\":\"";
+      json_escape_to(line, f.check);
+      line += "\",\"status\":\"";
+      line += level_name(f.status);
+      line += "\",\"detail\":\"";
+      json_escape_to(line, f.detail);
+      line += "\",\"advice\":\"";
+      json_escape_to(line, f.advice);
+      line += "\"}\n";
+    } else {
+      line = level_name(f.status);
+      line += std::string(5 - line.size(), ' ');
+      line += pad(f.check);
+      line += printable_text(f.detail);
+      if (!f.advice.empty()) line += "; fix: " + printable_text(f.advice);
+      line += "\n";
+    }
+    std::cout << line << std::flush;
+  }
+
+  // Server texts go into a terminal: control characters (a line break in an error reply) and bytes
+  // outside ASCII as \xNN; UTF-8 of our own (µ) is not used.
+  static std::string printable_text(std::string_view s) {
+    std::string out;
+    for (unsigned char c : s) {
+      if (c >= 0x20 && c < 0x7f) {
+        out += static_cast<char>(c);
+      } else {
+        static const char hex[] = "0123456789abcdef";
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      }
+    }
+    return out;
+  }
+
+  bool json_;
+  int counts_[3] = {0, 0, 0};
+};
+
+bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
+
+// The unlock channel as the library names it: `prefix:{name}`, or `prefix:name` when the name
+// already contains a `{` (src/lock/lock_service.cpp, lock_channel).
+std::string channel_of(std::string_view prefix, std::string_view name) {
+  std::string out(prefix);
+  if (contains(name, "{")) {
+    out += ':';
+    out += name;
+  } else {
+    out += ":{";
+    out += name;
+    out += '}';
+  }
+  return out;
+}
+
+// The latch key of one reentrant release (src/lock/lock_service.cpp, latch_key).
+std::string latch_of(std::string_view name, std::string_view request) {
+  std::string out = contains(name, "{") ? "redisson_unlock_latch:" + std::string(name)
+                                        : "redisson_unlock_latch:{" + std::string(name) + "}";
+  out += ':';
+  out += request;
+  return out;
+}
+
+// A lock name matched by the glob `pattern`: `*` → "redlease-doctor", `?` → "x", `[...]` → its
+// first character, `\c` → c.
+std::string sample_of(std::string_view pattern, std::string_view filler = "redlease-doctor") {
+  std::string out;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    char c = pattern[i];
+    if (c == '*') {
+      out += filler;
+    } else if (c == '?') {
+      out += 'x';
+    } else if (c == '\\' && i + 1 < pattern.size()) {
+      out += pattern[++i];
+    } else if (c == '[') {
+      std::size_t close = pattern.find(']', i + 2);
+      if (close == std::string_view::npos) {
+        out += c;
+        continue;
+      }
+      std::string_view set = pattern.substr(i + 1, close - i - 1);
+      if (!set.empty() && set.front() == '^') out += (set.find('x', 1) == std::string_view::npos ? 'x' : 'y');
+      else out += set.front();
+      i = close;
+    } else {
+      out += c;
+    }
+  }
+  if (out.empty()) out = filler;
+  return out;
+}
+
+// What a prefix-restricted user needs for the names matched by `pattern`. The unlock channels are
+// also passed to the scripts as KEYS (so that they share the lock's cluster slot, as Redisson does):
+// they need a key permission (~) as well as a channel permission (&).
+std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database) {
+  std::string lock_ch, mutex_ch, latch;
+  if (pattern == "*") {
+    lock_ch = "redisson_lock__channel:*";
+    mutex_ch = "redlease_mutex__channel:*";
+  } else {
+    lock_ch = channel_of("redisson_lock__channel", pattern);
+    mutex_ch = channel_of("redlease_mutex__channel", pattern);
+    latch = latch_of(pattern, "*");
+  }
+  std::string line = "ACL SETUSER " + user + " ~" + pattern;
+  if (pattern != "*") line += " ~" + lock_ch + " ~" + mutex_ch + " ~" + latch;
+  line += " &" + lock_ch + " &" + mutex_ch + " +@read +@write +@scripting +@pubsub +ping +client|setname";
+  if (database != 0) line += " +select";
+  return line;
+}
+
+struct context {
+  doctor_options opts;
+  config cfg;
+  std::string user;         // connected as: ACL WHOAMI, else the URL's user, else "default"
+  std::string checked;      // whose permissions ACL DRYRUN checks: --acl-user, else `user`
+  std::string sample;       // a name matched by the pattern (the reentrant lock's probe)
+  std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
+  bool ping_refused = false;
+  std::optional<std::array<int, 3>> version;
+  std::optional<info_fields> info;  // INFO (its default sections), when permitted
+  std::string info_error;           // why not
+};
+
+// What to do about a command refused with the server text `text` (to `user`; default: the connected one).
+std::string advice_for(const context& cx, std::string_view text, const std::string& user = {}) {
+  const std::string& who = user.empty() ? cx.user : user;
+  if (contains(text, "NOPERM") || contains(text, "no permissions"))
+    return "grant user " + who + " the lock's keys and channels; in redis-cli: " +
+           acl_setuser_line(who, cx.opts.pattern, cx.cfg.database);
+  if (contains(text, "unknown command") || contains(text, "not found") || contains(text, "Unknown Redis command"))
+    return "a command the locks need is renamed or disabled (rename-command in redis.conf): give it back its name";
+  if (contains(text, "NOREPLICAS"))
+    return "fewer replicas than min-replicas-to-write are connected: connect them, or lower min-replicas-to-write";
+  if (contains(text, "READONLY")) return "this server is a replica: point --redis (and your services) at the master";
+  if (contains(text, "OOM"))
+    return "the server is at maxmemory: raise maxmemory (CONFIG SET maxmemory ...) or free memory";
+  if (contains(text, "BUSY")) return "a script runs too long (SCRIPT KILL, or wait for it)";
+  if (contains(text, "LOADING")) return "the server is loading its dataset: wait until it is done";
+  if (contains(text, "MASTERDOWN")) return "the replica lost its master (replica-serve-stale-data no): fix replication";
+  return {};
+}
+
+// The server's text of an error reply, or the library's message.
+std::string error_text(const reply& r, const std::error_code& ec) {
+  if (r.is_error() && !r.str.empty()) return r.str;
+  return ec.message();
+}
+
+std::string fmt_us(long long us) {
+  if (us < 10'000) return std::to_string(us) + " us";
+  if (us < 10'000'000) return std::to_string((us + 500) / 1000) + " ms";
+  return std::to_string((us + 500'000) / 1'000'000) + " s";
+}
+
+std::string fmt_bytes(long long b) {
+  char buf[64];
+  if (b >= (1LL << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", static_cast<double>(b) / (1LL << 30));
+  else if (b >= (1LL << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(b) / (1LL << 20));
+  else if (b >= 1024) std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(b) / 1024);
+  else std::snprintf(buf, sizeof buf, "%lld B", b);
+  return buf;
+}
+
+// ---- connection failures ----------------------------------------------------------------------
+
+// What the server says to a fresh connection before any AUTH: a server at maxclients answers
+// "-ERR max number of clients reached" and closes, a text the client reports only as a lost
+// connection. A blocking socket with 1 s timeouts; empty if nothing was read.
+std::string first_words(const config& cfg) {
+  int fd = -1;
+  timeval tv{1, 0};
+  auto arm = [&tv](int s) {
+    ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect() on Linux
+    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  };
+  if (!cfg.unix_socket.empty()) {
+    sockaddr_un sa{};
+    sa.sun_family = AF_UNIX;
+    if (cfg.unix_socket.size() >= sizeof sa.sun_path) return {};
+    std::memcpy(sa.sun_path, cfg.unix_socket.c_str(), cfg.unix_socket.size() + 1);
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return {};
+    arm(fd);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+      ::close(fd);
+      return {};
+    }
+  } else {
+    addrinfo hints{};
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(cfg.host.c_str(), std::to_string(cfg.port).c_str(), &hints, &res) != 0) return {};
+    for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
+      fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      arm(fd);
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+        ::close(fd);
+        fd = -1;
+      }
+    }
+    ::freeaddrinfo(res);
+    if (fd < 0) return {};
+  }
+  static const char ping[] = "*1\r\n$4\r\nPING\r\n";
+  (void)!::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL);
+  char buf[512];
+  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+  ::close(fd);
+  if (n <= 0) return {};
+  std::string_view got(buf, static_cast<std::size_t>(n));
+  got = got.substr(0, got.find('\n'));
+  if (!got.empty() && got.back() == '\r') got.remove_suffix(1);
+  return std::string(got);
+}
+
+// ---- the checks -------------------------------------------------------------------------------
+
+// 1. Connectivity and authentication; false if the server cannot be used at all.
+bool check_connectivity(client& c, context& cx, report& r) {
+  std::string where = cx.cfg.redacted_url();
+  std::string ping_refused;  // connected and authenticated, but PING answered with an error (NOPERM)
+  std::optional<redlease::error> failure;
+  try {
+    c.ping();
+  } catch (const redlease::error& e) {
+    if (e.code() == errc::server_error) {
+      std::error_code ec;
+      auto rep = c.command({"PING"}, ec);
+      ping_refused = error_text(rep, ec);
+    } else {
+      failure = e;
+    }
+  }
+  if (failure) {
+    const redlease::error& e = *failure;
+    // what() is "client::ping <url>: <reason>"; the line names the URL already.
+    std::string detail = e.what();
+    if (auto at = detail.find(where + ": "); at != std::string::npos) detail = detail.substr(at + where.size() + 2);
+    std::string advice;
+    auto code = e.code();
+    std::string greeting;
+    if (code == errc::connection_lost || code == errc::connect_failed || code == errc::connect_timeout)
+      greeting = first_words(cx.cfg);
+    if (contains(greeting, "max number of clients")) {
+      detail += "; the server answers a new connection with: " + greeting.substr(greeting[0] == '-' ? 1 : 0);
+      advice = "the server is at maxclients: find who holds the connections (CLIENT LIST), or raise it (CONFIG SET "
+               "maxclients N; check the file descriptor limit)";
+    } else if (code == errc::auth_failed) {
+      advice = "check the password ($REDLEASE_PASSWORD, or the URL) and the user (redis://USER:PASSWORD@host); the "
+               "user must be `on` (ACL LIST)";
+    } else if (code == errc::protocol_error) {
+      advice = "the port does not belong to a Redis server: check the host and port";
+    } else if (code == errc::connect_failed || code == errc::connect_timeout) {
+      if (greeting.size() > 1 && greeting[0] == '-' && !contains(greeting, "NOAUTH"))
+        detail += "; the server answers a new connection with: " + greeting.substr(1);
+      advice = "is redis-server running and listening there? (bind, port, protected-mode, firewall)";
+    } else if (code == errc::select_failed) {
+      advice = "the database number in the URL does not exist on this server (databases in redis.conf)";
+    }
+    r.fail("connectivity", where + ": " + detail, advice);
+    return false;
+  }
+  std::error_code ec;
+  auto who = c.command({"ACL", "WHOAMI"}, ec);
+  std::string how;
+  if (!ec && who.is_string()) {
+    cx.user = who.str;
+    how = "user " + cx.user;
+  } else {
+    cx.user = cx.cfg.username.empty() ? "default" : cx.cfg.username;
+    how = "user " + cx.user + " (ACL WHOAMI refused: " + error_text(who, ec) + ")";
+  }
+  std::string detail = where + ", " + how + (cx.cfg.password.empty() ? ", no password" : ", authenticated");
+  if (!ping_refused.empty()) {
+    cx.ping_refused = true;
+    r.fail("connectivity", detail + ", but PING is refused: " + ping_refused + " (the client's health checks send it)",
+           advice_for(cx, ping_refused));
+  } else {
+    r.ok("connectivity", detail);
+  }
+  return true;
+}
+
+void check_latency(client& c, report& r) {
+  std::vector<long long> us;
+  std::string failure;
+  for (int i = 0; i < 20; ++i) {
+    std::error_code ec;
+    auto t0 = steady::now();
+    auto rep = c.command({"PING"}, ec);
+    auto t1 = steady::now();
+    if (ec) {
+      failure = error_text(rep, ec);
+      break;
+    }
+    us.push_back(std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count());
+  }
+  if (us.empty()) {
+    r.fail("latency", "PING failed: " + failure, "");
+    return;
+  }
+  std::sort(us.begin(), us.end());
+  long long median = us[us.size() / 2];
+  std::string detail = "PING median " + fmt_us(median) + " (min " + fmt_us(us.front()) + ", max " + fmt_us(us.back()) +
+                       ", " + std::to_string(us.size()) + " round trips)";
+  if (!failure.empty()) detail += "; then PING failed: " + failure;
+  if (median > 50'000)
+    r.warn("latency", detail,
+           "every acquisition, hand-off and renewal costs a round trip: leases and waits must be far longer than this");
+  else
+    r.ok("latency", detail);
+}
+
+void read_info(client& c, context& cx) {
+  std::error_code ec;
+  auto rep = c.command({"INFO"}, ec);  // the default sections: server, memory, persistence, replication, ...
+  if (ec || !rep.is_string()) {
+    cx.info_error = error_text(rep, ec);
+    return;
+  }
+  cx.info = parse_info(rep.str);
+  if (auto v = cx.info->get("redis_version")) cx.version = parse_version(*v);
+}
+
+const std::string info_advice = "grant +info to this user, or run the doctor as an administrator, to check this";
+
+void check_version(context& cx, report& r) {
+  if (!cx.info) {
+    r.warn("version", "cannot read INFO: " + cx.info_error, info_advice);
+    return;
+  }
+  auto text = cx.info->get("redis_version");
+  if (!text || !cx.version) {
+    r.warn("version", "INFO has no readable redis_version", "");
+    return;
+  }
+  int major = (*cx.version)[0];
+  std::string v = "Redis " + std::string(*text);
+  if (major < 6) {
+    r.fail("version", v + ": redlease needs Redis 6.0 or newer (ACL users, the scripts' commands)",
+           "upgrade the server to Redis 6.2 or 7.x");
+  } else if (major == 6) {
+    r.ok("version", v + " (>= 6.0); 7.x would add ACL DRYRUN (the permission check without touching keys) and "
+                        "`#!lua flags=allow-oom` scripts");
+  } else {
+    r.ok("version", v + " (>= 7: ACL DRYRUN, and scripts may declare `#!lua flags=allow-oom`)");
+  }
+}
+
+void check_topology(context& cx, report& r) {
+  if (!cx.info) {
+    r.warn("topology", "cannot read INFO replication: " + cx.info_error, info_advice);
+    return;
+  }
+  std::string role(cx.info->get("role").value_or("?"));
+  long long replicas = cx.info->integer("connected_slaves").value_or(0);
+  if (role == "slave" || role == "replica") {
+    std::string master = std::string(cx.info->get("master_host").value_or("?")) + ":" +
+                         std::string(cx.info->get("master_port").value_or("?"));
+    r.warn("topology",
+           "a replica of " + master + " (link " + std::string(cx.info->get("master_link_status").value_or("?")) +
+               "): locks taken here fail with READONLY, and reads lag the master",
+           "locks must be taken on the master: point --redis (and your services) at " + master);
+    return;
+  }
+  std::string detail = role + ", " + std::to_string(replicas) + (replicas == 1 ? " replica" : " replicas");
+  for (long long i = 0; i < replicas && i < 8; ++i) {
+    auto s = cx.info->get("slave" + std::to_string(i));
+    if (!s) continue;
+    auto f = info_subfields(*s);
+    detail += i == 0 ? " (" : ", ";
+    detail += (f.count("ip") ? f["ip"] : "?") + ":" + (f.count("port") ? f["port"] : "?") + " " +
+              (f.count("state") ? f["state"] : "?") + (f.count("lag") ? " lag " + f["lag"] + " s" : "");
+    if (i + 1 == replicas || i == 7) detail += ")";
+  }
+  if (auto mode = cx.info->get("redis_mode"); mode && *mode == "cluster")
+    detail += "; cluster mode: redlease talks to one node and does not follow MOVED redirections";
+  if (auto mode = cx.info->get("redis_mode"); mode && *mode == "cluster")
+    r.warn("topology", detail, "use a standalone server (or a dedicated shard's master) for locks");
+  else
+    r.ok("topology", detail);
+}
+
+// ---- 2. permissions ---------------------------------------------------------------------------
+
+struct step {
+  std::string what;                // "acquire", "release", ...
+  std::vector<std::string> args;   // the command as the library sends it
+  bool optional = false;           // the client copes without it
+  std::string touches;             // for messages: the keys/channels it uses
+};
+
+struct step_result {
+  std::string what;
+  bool ok = true;
+  bool optional = false;
+  std::string text;
+};
+
+const char* const fake_sha = "0123456789abcdef0123456789abcdef01234567";
+
+std::vector<step> lock_steps(const context& cx, const client& c) {
+  const std::string& n = cx.sample;
+  std::string ch = channel_of("redisson_lock__channel", n);
+  std::string latch = latch_of(n, "00112233445566778899aabbccddeeff");
+  std::string field = c.id() + ":1";
+  // The layouts of src/lock/lock_service.cpp (numkeys, KEYS, ARGV).
+  return {
+      {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}, false, n},
+      {"release", {"EVALSHA", fake_sha, "3", n, ch, latch, "0", "30000", field, "1", "0", "30000"}, false,
+       n + ", " + ch + " (a key of the script, and it publishes there), " + latch},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}, false, n},
+      {"force-unlock", {"EVALSHA", fake_sha, "2", n, ch, "0"}, false, n + ", " + ch},
+      {"publish", {"PUBLISH", ch, "0"}, false, "channel " + ch},
+      {"wait", {"SUBSCRIBE", ch}, false, "channel " + ch},
+  };
+}
+
+std::vector<step> mutex_steps(const context& cx) {
+  const std::string& n = cx.mutex_sample;
+  std::string ch = channel_of("redlease_mutex__channel", n);
+  std::string token = "00112233445566778899aabbccddeeff";
+  return {
+      {"acquire", {"EVALSHA", fake_sha, "1", n, token, "5000"}, false, n},
+      {"release", {"EVALSHA", fake_sha, "2", n, ch, token}, false,
+       n + ", " + ch + " (a key of the script, and it publishes there)"},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "s", token}, false, n},
+      {"force-unlock", {"EVALSHA", fake_sha, "2", n, ch, "0"}, false, n + ", " + ch},
+      {"publish", {"PUBLISH", ch, "0"}, false, "channel " + ch},
+      {"wait", {"SUBSCRIBE", ch}, false, "channel " + ch},
+  };
+}
+
+std::vector<step> other_steps(const context& cx, const client& c) {
+  const std::string& n = cx.sample;
+  std::vector<step> s = {
+      {"HGET", {"HGET", n, c.id() + ":1"}, false, n},
+      {"GET", {"GET", n}, false, n},
+      {"EXISTS", {"EXISTS", n}, false, n},
+      {"PTTL", {"PTTL", n}, false, n},
+      // The fallback when EVALSHA answers NOSCRIPT (a fresh or restarted server), with the largest key set.
+      {"EVAL",
+       {"EVAL", "return 0", "3", n, channel_of("redisson_lock__channel", n), latch_of(n, "0"), "0", "30000", "f", "1",
+        "0", "30000"},
+       false, n},
+      {"PING", {"PING"}, false, ""},
+      {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"}, true, ""},
+      {"CONFIG GET notify-keyspace-events (mutex waiters then do without keyspace events)",
+       {"CONFIG", "GET", "notify-keyspace-events"}, true, ""},
+  };
+  if (cx.cfg.database != 0) s.push_back({"SELECT", {"SELECT", std::to_string(cx.cfg.database)}, false, ""});
+  return s;
+}
+
+// ACL DRYRUN of each step; empty text when permitted.
+std::vector<step_result> dryrun(client& c, const context& cx, const std::vector<step>& steps) {
+  std::vector<step_result> out;
+  for (const auto& s : steps) {
+    std::vector<std::string> cmd{"ACL", "DRYRUN", cx.checked};
+    cmd.insert(cmd.end(), s.args.begin(), s.args.end());
+    std::error_code ec;
+    auto rep = c.command(cmd, ec);
+    step_result res{s.what, true, s.optional, {}};
+    if (ec) {
+      res.ok = false;
+      res.text = error_text(rep, ec);
+    } else if (!(rep.is_string() && rep.str == "OK")) {
+      res.ok = false;
+      res.text = rep.str;  // "This user has no permissions to access the '...' key"
+    }
+    out.push_back(std::move(res));
+  }
+  return out;
+}
+
+void report_group(const context& cx, report& r, const std::string& check, const std::string& sample,
+                  const std::vector<step_result>& res, const std::string& ok_detail) {
+  // Steps refused for the same reason are named together: "acquire, release: <reason>".
+  std::vector<std::pair<std::string, std::string>> required, optional;  // reason → steps
+  std::string advice;
+  for (const auto& x : res) {
+    if (x.ok) continue;
+    auto& into = x.optional ? optional : required;
+    auto it = std::find_if(into.begin(), into.end(), [&](const auto& p) { return p.first == x.text; });
+    if (it == into.end()) into.emplace_back(x.text, x.what);
+    else it->second += ", " + x.what;
+    if (!x.optional && advice.empty()) advice = advice_for(cx, x.text, cx.checked);
+  }
+  auto join = [](const std::vector<std::pair<std::string, std::string>>& v) {
+    std::string out;
+    for (const auto& [reason, steps] : v) out += (out.empty() ? "" : "; ") + steps + ": " + reason;
+    return out;
+  };
+  if (!required.empty()) {
+    std::string detail = "refused on " + sample + ": " + join(required);
+    if (!optional.empty()) detail += "; optional, refused: " + join(optional);
+    r.fail(check, detail, advice);
+  } else if (!optional.empty()) {
+    r.ok(check, ok_detail + "; optional, refused: " + join(optional));
+  } else {
+    r.ok(check, ok_detail);
+  }
+}
+
+// notify-keyspace-events as the library reads it: mutex waiters also listen on the key's keyspace
+// channel when K and (A or g and x) are on.
+bool keyspace_on(std::string_view flags) {
+  bool k = contains(flags, "K");
+  bool all = contains(flags, "A");
+  return k && (all || (contains(flags, "g") && contains(flags, "x")));
+}
+
+void check_permissions_dryrun(client& c, context& cx, report& r) {
+  auto ls = lock_steps(cx, c);
+  auto ms = mutex_steps(cx);
+  auto os = other_steps(cx, c);
+  auto lr = dryrun(c, cx, ls);
+  auto mr = dryrun(c, cx, ms);
+  auto orr = dryrun(c, cx, os);
+  report_group(cx, r, "acl.lock", cx.sample, lr,
+               "reentrant lock on " + cx.sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
+  // Mutex waiters also subscribe to the key's keyspace channel when the server sends keyspace events.
+  std::error_code ec;
+  auto ks = c.command({"CONFIG", "GET", "notify-keyspace-events"}, ec);
+  if (!ec && ks.is_array() && ks.elements.size() == 2 && keyspace_on(ks.elements[1].str)) {
+    std::string ch = "__keyspace@" + std::to_string(cx.cfg.database) + "__:" + cx.mutex_sample;
+    auto kr = dryrun(c, cx, {{"wait on " + ch, {"SUBSCRIBE", ch}, false, "channel " + ch}});
+    if (!kr.front().ok) {
+      kr.front().text += " (keyspace events are on, so mutex waiters subscribe there too: their wait for a lock "
+                         "held by another library's mutex then lasts up to its TTL)";
+      kr.front().optional = true;
+    }
+    mr.push_back(std::move(kr.front()));
+  }
+  report_group(cx, r, "acl.mutex", cx.mutex_sample, mr,
+               "mutex on " + cx.mutex_sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
+  report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING permitted");
+}
+
+// The live probe: take and release each kind of lock on the sample name with a short fixed lease,
+// publish on and subscribe to its channels, with the library itself. The library's errors do not
+// carry the server's text for the lock calls; a failed step is explained by sending its parts
+// (the script's keys under a no-op EVAL, the PUBLISH it makes) as plain commands.
+void check_permissions_live(client& c, context& cx, report& r) {
+  const std::string lock_ch = channel_of("redisson_lock__channel", cx.sample);
+  const std::string mutex_ch = channel_of("redlease_mutex__channel", cx.mutex_sample);
+  auto explain = [&c](const std::vector<std::string>& keys, const std::string& channel) {
+    std::string out;
+    std::vector<std::string> eval{"EVAL", "return 0", std::to_string(keys.size())};
+    eval.insert(eval.end(), keys.begin(), keys.end());
+    std::error_code ec;
+    auto rep = c.command(eval, ec);
+    if (rep.is_error()) out = rep.str;
+    // The same keys under EVALSHA: NOSCRIPT is the expected answer, anything else is the reason.
+    eval[0] = "EVALSHA";
+    eval[1] = fake_sha;
+    auto sha = c.command(eval, ec);
+    if (sha.is_error() && sha.str.rfind("NOSCRIPT", 0) != 0 && sha.str != out)
+      out += (out.empty() ? "" : "; ") + ("EVALSHA: " + sha.str);
+    if (!channel.empty()) {
+      std::error_code ec2;
+      auto pub = c.command({"PUBLISH", channel, "0"}, ec2);
+      if (pub.is_error()) out += (out.empty() ? "" : "; ") + ("PUBLISH " + channel + ": " + pub.str);
+    }
+    return out;
+  };
+  // One step: a line, with the server's reason when a plain command shows one.
+  auto step = [&](const std::string& check, const std::string& doing, const std::function<void()>& run,
+                  const std::vector<std::string>& keys, const std::string& channel) {
+    try {
+      run();
+      return true;
+    } catch (const std::exception& e) {
+      std::string why = explain(keys, channel);
+      std::string text = std::string(e.what()) + (why.empty() ? "" : " (the server says: " + why + ")");
+      r.fail(check, doing + ": " + text, advice_for(cx, why.empty() ? std::string(e.what()) : why));
+      return false;
+    }
+  };
+  auto busy = [&](const std::string& check, const std::string& name) {
+    r.warn(check, name + " is held by someone else: not probed", "run again, or give another pattern");
+  };
+  {
+    client own{cx.cfg};  // a client per kind: nothing one probe leaves behind affects the other
+    auto l = own.lock(cx.sample);
+    bool held = false;
+    std::string latch = latch_of(cx.sample, "0");
+    if (step("probe.lock.acquire", "acquire " + cx.sample, [&] { held = l.try_lock(2s, 5s); }, {cx.sample}, "")) {
+      if (!held) busy("probe.lock.acquire", cx.sample);
+      else r.ok("probe.lock.acquire", "took the reentrant lock " + cx.sample + " (5 s lease)");
+    }
+    if (held && step("probe.lock.release", "release " + cx.sample + " (keys " + cx.sample + ", " + lock_ch + ", " +
+                                                latch + "; publishes on " + lock_ch + ")",
+                     [&] { l.unlock(); }, {cx.sample, lock_ch, latch}, lock_ch))
+      r.ok("probe.lock.release", "released it, publishing on " + lock_ch);
+  }
+  {
+    client own{cx.cfg};
+    auto m = own.mutex(cx.mutex_sample);
+    bool held = false;
+    if (step("probe.mutex.acquire", "acquire " + cx.mutex_sample, [&] { held = m.try_lock(2s, 5s); },
+             {cx.mutex_sample}, "")) {
+      if (!held) busy("probe.mutex.acquire", cx.mutex_sample);
+      else r.ok("probe.mutex.acquire", "took the mutex " + cx.mutex_sample + " (5 s lease)");
+    }
+    if (held && step("probe.mutex.release", "release " + cx.mutex_sample + " (keys " + cx.mutex_sample + ", " +
+                                                 mutex_ch + "; publishes on " + mutex_ch + ")",
+                     [&] { m.unlock(); }, {cx.mutex_sample, mutex_ch}, mutex_ch))
+      r.ok("probe.mutex.release", "released it, publishing on " + mutex_ch);
+  }
+  // Publishing: what the release scripts and force-unlock do (a "0" on a channel nobody uses).
+  {
+    std::string failed, advice;
+    for (const auto& ch : {lock_ch, mutex_ch}) {
+      std::error_code ec;
+      auto rep = c.command({"PUBLISH", ch, "0"}, ec);
+      if (!ec) continue;
+      std::string text = error_text(rep, ec);
+      failed += (failed.empty() ? "" : "; ") + ch + ": " + text;
+      if (advice.empty()) advice = advice_for(cx, text);
+    }
+    if (failed.empty()) r.ok("probe.publish", "published on " + lock_ch + " and " + mutex_ch);
+    else r.fail("probe.publish", "cannot publish on " + failed, advice);
+  }
+  // Waiting: both channels at once (a refused SUBSCRIBE shows as a missing confirmation).
+  auto sub = [&c](std::string ch) -> std::string {
+    std::error_code ec;
+    auto s = c.subscribe(ch, [](std::string_view, std::string_view) {}, ec);
+    return ec ? ec.message() : std::string{};
+  };
+  auto f1 = std::async(std::launch::async, sub, lock_ch);
+  auto f2 = std::async(std::launch::async, sub, mutex_ch);
+  std::string e1 = f1.get(), e2 = f2.get();
+  auto refusal = [&](const std::string& ch) {
+    // The client drops the server's refusal of a SUBSCRIBE; ask the server directly on a
+    // connection of its own (closed right after: it may have entered subscribed mode).
+    try {
+      client once{cx.cfg};
+      std::error_code ec;
+      auto rep = once.command({"SUBSCRIBE", ch}, ec);
+      if (rep.is_error()) return rep.str;
+    } catch (const std::exception&) {
+    }
+    return std::string{};
+  };
+  std::string failed, advice;
+  for (const auto& [ch, err] : {std::pair{lock_ch, e1}, std::pair{mutex_ch, e2}}) {
+    if (err.empty()) continue;
+    std::string why = refusal(ch);
+    failed += (failed.empty() ? "" : "; ") + ch + ": " + err + (why.empty() ? "" : " (the server says: " + why + ")");
+    if (advice.empty()) advice = advice_for(cx, why.empty() ? err : why);
+  }
+  if (failed.empty()) r.ok("probe.wait", "subscribed to " + lock_ch + " and " + mutex_ch);
+  else r.fail("probe.wait", "cannot subscribe to " + failed, advice);
+}
+
+void check_permissions(client& c, context& cx, report& r) {
+  std::string reason;
+  if (cx.version && (*cx.version)[0] < 7) {
+    reason = "Redis " + std::to_string((*cx.version)[0]) + "." + std::to_string((*cx.version)[1]) +
+             " has no ACL DRYRUN";
+  } else {
+    // Any answer but an error means DRYRUN works (the user may still lack PING: checked below).
+    std::error_code ec;
+    auto rep = c.command({"ACL", "DRYRUN", cx.checked, "PING"}, ec);
+    std::string text = error_text(rep, ec);
+    if (ec && contains(text, "User '") && contains(text, "not found")) {
+      r.fail("acl", "ACL DRYRUN " + cx.checked + ": " + text, "name an existing user (ACL USERS) with --acl-user");
+      return;
+    }
+    if (ec) reason = "ACL DRYRUN refused: " + text;
+  }
+  if (reason.empty()) {
+    r.ok("acl", "user " + cx.checked + ", sample names " + cx.sample +
+                    (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") + " (pattern " + cx.opts.pattern +
+                    "), checked with ACL DRYRUN");
+    check_permissions_dryrun(c, cx, r);
+    if (cx.opts.probe) check_permissions_live(c, cx, r);
+  } else {
+    std::string other = cx.checked != cx.user ? " (not user " + cx.checked + ": only DRYRUN checks another user)" : "";
+    r.warn("acl", reason + "; probing live instead: taking and releasing " + cx.sample +
+                      (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") + " (pattern " + cx.opts.pattern +
+                      ") as user " + cx.user + other,
+           "for a check that touches no key (Redis 7), connect as a user allowed ACL DRYRUN and name the user "
+           "to check: --acl-user " + cx.checked);
+    check_permissions_live(c, cx, r);
+  }
+}
+
+// ---- 3. eviction and memory -------------------------------------------------------------------
+
+std::optional<std::string> config_get(client& c, std::string_view name, std::string& why) {
+  std::error_code ec;
+  auto rep = c.command({"CONFIG", "GET", name}, ec);
+  if (ec) {
+    why = error_text(rep, ec);
+    return std::nullopt;
+  }
+  if (!rep.is_array() || rep.elements.size() < 2) {
+    why = "no such setting";
+    return std::nullopt;
+  }
+  return rep.elements[1].str;
+}
+
+void check_eviction(client& c, context& cx, report& r) {
+  std::string why;
+  auto policy = config_get(c, "maxmemory-policy", why);
+  std::string source = "";
+  if (!policy && cx.info) {
+    if (auto p = cx.info->get("maxmemory_policy")) {
+      policy = std::string(*p);
+      source = " (from INFO; CONFIG GET refused)";
+    }
+  }
+  if (!policy) {
+    r.warn("eviction", "cannot read maxmemory-policy: " + why,
+           "grant +config|get, or run the doctor as an administrator; the safe setting is noeviction");
+    return;
+  }
+  std::string p = *policy;
+  if (p == "noeviction") {
+    r.ok("eviction", "maxmemory-policy noeviction" + source + ": held locks are never evicted");
+  } else if (p.rfind("allkeys-", 0) == 0) {
+    r.warn("eviction",
+           "maxmemory-policy " + p + source + ": at maxmemory any key can be evicted, a held lock too (then two "
+           "holders)",
+           "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or keep locks on a Redis of their own");
+  } else if (p.rfind("volatile-", 0) == 0) {
+    r.warn("eviction",
+           "maxmemory-policy " + p + source + ": at maxmemory keys with a TTL are evicted, and every held lock has one",
+           "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or keep locks on a Redis of their own");
+  } else {
+    r.warn("eviction", "maxmemory-policy " + p + source + ": unknown policy", "noeviction is the safe setting");
+  }
+}
+
+void check_memory(context& cx, report& r) {
+  if (!cx.info) {
+    r.warn("memory", "cannot read INFO memory: " + cx.info_error, info_advice);
+    return;
+  }
+  auto used = cx.info->integer("used_memory");
+  auto max = cx.info->integer("maxmemory");
+  if (!used) {
+    r.warn("memory", "INFO has no used_memory", "");
+    return;
+  }
+  if (!max || *max <= 0) {
+    r.ok("memory", "used " + fmt_bytes(*used) + ", no maxmemory limit");
+    return;
+  }
+  double share = static_cast<double>(*used) / static_cast<double>(*max);
+  char pct[32];
+  std::snprintf(pct, sizeof pct, "%.0f%%", share * 100);
+  std::string detail = "used " + fmt_bytes(*used) + " of maxmemory " + fmt_bytes(*max) + " (" + pct + ")";
+  if (share > 0.9)
+    r.warn("memory", detail + ": near the limit",
+           "raise maxmemory or free memory: at the limit (noeviction) new locks fail with OOM, and so does a "
+           "reentrant unlock (its HINCRBY is refused), which leaves the lock held until its lease ends");
+  else
+    r.ok("memory", detail);
+}
+
+// ---- 4. persistence and replicas --------------------------------------------------------------
+
+void check_persistence(client& c, context& cx, report& r) {
+  const std::string delayed =
+      "a restart loses every lock, and another client may take one its holder still thinks it has: keep a "
+      "restarted server out of service for at least the longest lease (RedLock's delayed restart), or enable "
+      "AOF with appendfsync always (CONFIG SET appendonly yes; CONFIG SET appendfsync always)";
+  if (!cx.info) {
+    r.warn("persistence", "cannot read INFO persistence: " + cx.info_error, info_advice);
+  } else {
+    auto aof = cx.info->integer("aof_enabled").value_or(0);
+    auto replicas = cx.info->integer("connected_slaves").value_or(0);
+    std::string why;
+    auto fsync = aof ? config_get(c, "appendfsync", why) : std::nullopt;
+    if (!aof && replicas == 0) {
+      r.warn("persistence", "no AOF and no replica", delayed);
+    } else if (!aof) {
+      r.ok("persistence", "no AOF; " + std::to_string(replicas) +
+                              " replica(s) may keep locks across a restart of this server (replication is "
+                              "asynchronous: a failover can still lose the last lock writes)");
+    } else if (fsync && *fsync != "always") {
+      r.ok("persistence",
+           "AOF on, appendfsync " + *fsync +
+               ": a power loss can drop the last second of lock writes (appendfsync always closes that gap)");
+    } else {
+      r.ok("persistence", std::string("AOF on") + (fsync ? ", appendfsync " + *fsync : ""));
+    }
+  }
+  // min-replicas-to-write: below it, every write (every lock) is refused with NOREPLICAS.
+  std::string why;
+  auto min = config_get(c, "min-replicas-to-write", why);
+  if (!min) {
+    r.warn("min-replicas", "cannot read min-replicas-to-write: " + why,
+           "grant +config|get, or run the doctor as an administrator");
+    return;
+  }
+  long long want = parse_integer(*min).value_or(0);
+  if (want <= 0) {
+    r.ok("min-replicas", "min-replicas-to-write 0 (not set)");
+    return;
+  }
+  long long have = -1;
+  std::string counted = "connected";
+  if (cx.info) {
+    if (auto good = cx.info->integer("min_slaves_good_slaves")) {
+      have = *good;
+      counted = "connected with a lag within min-replicas-max-lag";
+    } else if (auto conn = cx.info->integer("connected_slaves")) {
+      have = *conn;
+    }
+  }
+  if (have < 0) {
+    r.warn("min-replicas", "min-replicas-to-write " + std::to_string(want) + "; cannot count the replicas: " +
+                               cx.info_error,
+           "if fewer are connected, every lock fails with NOREPLICAS");
+  } else if (have < want) {
+    r.fail("min-replicas",
+           "min-replicas-to-write " + std::to_string(want) + ", but " + std::to_string(have) + " replica(s) " +
+               counted + ": every write, so every lock and unlock, is refused with NOREPLICAS",
+           "bring the replicas back, or CONFIG SET min-replicas-to-write " + std::to_string(have));
+  } else {
+    r.ok("min-replicas", "min-replicas-to-write " + std::to_string(want) + ", " + std::to_string(have) +
+                             " replica(s) " + counted +
+                             "; should they drop below it, every lock fails with NOREPLICAS");
+  }
+}
+
+// ---- 5. renamed or disabled commands ----------------------------------------------------------
+
+void check_commands(client& c, report& r) {
+  // The commands the client sends and the ones its scripts call. SCRIPT is not used by the library.
+  static const std::vector<std::string> needed = {"EVAL",   "EVALSHA", "PUBLISH", "SUBSCRIBE", "HGET",
+                                                  "GET",    "EXISTS",  "PTTL",    "PEXPIRE",   "HINCRBY",
+                                                  "DEL",    "HEXISTS", "SET",     "TYPE",      "SCRIPT"};
+  std::vector<std::string> missing;
+  std::string how = "COMMAND INFO";
+  std::vector<std::string> cmd{"COMMAND", "INFO"};
+  cmd.insert(cmd.end(), needed.begin(), needed.end());
+  std::error_code ec;
+  auto rep = c.command(cmd, ec);
+  if (!ec && rep.is_array() && rep.elements.size() == needed.size()) {
+    for (std::size_t i = 0; i < needed.size(); ++i)
+      if (rep.elements[i].is_nil()) missing.push_back(needed[i]);
+  } else {
+    // COMMAND INFO refused: each command alone, without arguments, gets "wrong number of arguments"
+    // if it exists and "unknown command" if not, before any permission check, and runs nothing.
+    how = "calls without arguments (COMMAND INFO refused: " + error_text(rep, ec) + ")";
+    for (const auto& name : needed) {
+      std::error_code e2;
+      auto x = c.command({name}, e2);
+      if (x.is_error() && contains(x.str, "unknown command")) missing.push_back(name);
+      else if (e2 && !x.is_error()) {
+        r.warn("commands", "cannot check: " + name + ": " + e2.message(), "");
+        return;
+      }
+    }
+  }
+  if (missing.empty()) {
+    r.ok("commands", std::to_string(needed.size()) + " commands the locks use are known, per " + how);
+    return;
+  }
+  std::string list;
+  bool fatal = false;
+  for (const auto& m : missing) {
+    list += (list.empty() ? "" : ", ") + m;
+    fatal = fatal || m != "SCRIPT";
+  }
+  std::string detail = "unknown (renamed or disabled) per " + how + ": " + list;
+  if (fatal)
+    r.fail("commands", detail + "; the client or its scripts call them by these names",
+           "remove the rename-command lines for them from redis.conf (and restart)");
+  else
+    r.warn("commands", detail + "; the locks do not use it, scripts and tools that load scripts do",
+           "remove its rename-command line from redis.conf if you need it");
+}
+
+// ---- 6. clock ---------------------------------------------------------------------------------
+
+void check_clock(client& c, report& r) {
+  std::error_code ec;
+  auto before = std::chrono::system_clock::now();
+  auto rep = c.command({"TIME"}, ec);
+  auto after = std::chrono::system_clock::now();
+  const std::string note = "locks never use wall-clock time: leases are TTLs the server counts";
+  if (ec || !rep.is_array() || rep.elements.size() != 2) {
+    r.warn("clock", "cannot read TIME: " + error_text(rep, ec) + "; " + note, "");
+    return;
+  }
+  auto s = parse_integer(rep.elements[0].str), us = parse_integer(rep.elements[1].str);
+  if (!s || !us) {
+    r.warn("clock", "TIME gave no number; " + note, "");
+    return;
+  }
+  auto local_us =
+      std::chrono::duration_cast<std::chrono::microseconds>((before + (after - before) / 2).time_since_epoch()).count();
+  long long skew = *s * 1'000'000 + *us - local_us;
+  long long mag = skew < 0 ? -skew : skew;
+  std::string detail =
+      "server clock " + fmt_us(mag) + (skew >= 0 ? " ahead of" : " behind") + " this machine's; " + note;
+  if (mag > 1'000'000)
+    r.warn("clock", detail,
+           "run NTP (chrony, systemd-timesyncd) on both: logs and TIME-based tools disagree otherwise");
+  else
+    r.ok("clock", detail);
+}
+
+int doctor(const doctor_options& o) {
+  report r(o.json);
+  context cx;
+  cx.opts = o;
+  cx.cfg = make_config(o.url);
+  cx.cfg.request_timeout = 2000ms;  // a doctor answers promptly; a refused SUBSCRIBE shows as a timeout
+  cx.cfg.on_error = [](const background_error&) {};  // the checks report what matters
+  cx.sample = sample_of(o.pattern);
+  cx.mutex_sample = sample_of(o.pattern, "redlease-doctor-mutex");
+  client c{cx.cfg};
+  if (!check_connectivity(c, cx, r)) {
+    r.summary();
+    return exit_code::unavailable;
+  }
+  cx.checked = o.acl_user.empty() ? cx.user : o.acl_user;
+  if (!cx.ping_refused) check_latency(c, r);
+  read_info(c, cx);
+  check_version(cx, r);
+  check_topology(cx, r);
+  check_permissions(c, cx, r);
+  check_eviction(c, cx, r);
+  check_memory(cx, r);
+  check_persistence(c, cx, r);
+  check_commands(c, r);
+  check_clock(c, r);
+  r.summary();
+  return r.fails() ? exit_code::config_problem : exit_code::ok;
+}
+
+}  // namespace
+
+void setup_doctor(CLI::App& app, action_t& action) {
+  auto o = std::make_shared<doctor_options>();
+  auto* cmd = app.add_subcommand("doctor", "Check a Redis deployment for locks: one line per check, OK/WARN/FAIL");
+  cmd->footer(
+      "Checks connectivity, version, topology, the user's permissions for every command and script the\n"
+      "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
+      "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
+      "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
+      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable or authentication failed.");
+  cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
+  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  cmd->add_flag("--json", o->json, "One JSON object per check per line (check, status, detail, advice)");
+  cmd->add_option("--acl-user", o->acl_user,
+                  "Check this ACL user's permissions with ACL DRYRUN (connect as an administrator); default: the "
+                  "connected user");
+  cmd->add_flag("--probe", o->probe,
+                "Also take and release a lock and a mutex on the sample name when ACL DRYRUN is available");
+  cmd->callback([&action, o] { action = [o] { return doctor(*o); }; });
+}
+
+}  // namespace redlease::cli
