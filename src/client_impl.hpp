@@ -19,6 +19,7 @@
 #include "net/resp.hpp"
 #include "net/script.hpp"
 #include "net/subscriber.hpp"
+#include "one_shot.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 
@@ -94,6 +95,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<std::uint64_t> held_locks{0};
   std::atomic<std::uint64_t> watched_locks{0};
   std::atomic<int> sync_waiters{0};  // threads blocked in sync_call
+  std::atomic<std::int64_t> sync_rtt_ns{100'000};  // recent round trip of a lone blocking call (smoothed)
 
  private:
   config cfg_;
@@ -130,7 +132,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
 // The rendezvous of a blocking call with its completion on the I/O thread.
 template <class T>
 struct sync_slot {
-  std::atomic<int> state{0};  // 0 pending, 1 done
+  one_shot event;
   std::error_code ec;
   std::string text;  // the error's words (the server's reply text), for last_error_text()
   T value{};
@@ -153,8 +155,7 @@ class sync_completer {
     s_->ec = ec;
     if (ec) s_->text = error_text_slot();
     s_->value = std::move(v);
-    s_->state.store(1, std::memory_order_release);
-    s_->state.notify_one();  // no system call unless the caller is parked
+    s_->event.set();  // a system call only if the caller sleeps
     s_.reset();
   }
   std::shared_ptr<sync_slot<T>> s_;
@@ -163,10 +164,11 @@ class sync_completer {
 // Runs `start(done)` on the client's executor and blocks until `done(ec, value)` is called.
 // Fails with would_deadlock on the executor itself, and with client_closed once closed.
 //
-// The caller spins briefly before parking when it is the client's only blocking caller: a round
-// trip to a local server takes tens of microseconds, less than putting a thread to sleep and waking
-// it costs on a virtual machine. With several blocking callers it parks at once, so that they do
-// not take the CPU the I/O thread and the server need.
+// How the caller waits is `config::sync_wait`. latency_first: the client's only blocking caller
+// spins while a reply is plausibly close — up to 1.5 times the recent round trip of blocking calls,
+// at most 200 us — then sleeps; with several blocking callers nobody spins (they would take the CPU
+// the I/O thread and the server need). cpu_first: it sleeps at once. Either way it sleeps on a
+// futex that the I/O thread wakes once (one_shot): no yield loop.
 template <class T, class Start>
 T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   ec.clear();
@@ -176,6 +178,7 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
     return T{};
   }
   auto slot = std::make_shared<sync_slot<T>>();
+  auto t0 = std::chrono::steady_clock::now();
   bool posted = c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
     start(unique_function<void(std::error_code, T)>(std::move(done)));
   });
@@ -184,17 +187,24 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
     return T{};
   }
   bool alone = c.sync_waiters.fetch_add(1, std::memory_order_relaxed) == 0;
-  if (alone) {
-    auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(100);
-    for (int i = 0; slot->state.load(std::memory_order_acquire) == 0; ++i) {
+  if (alone && c.cfg().sync_wait == sync_wait_policy::latency_first) {
+    auto budget = std::min<std::int64_t>(c.sync_rtt_ns.load(std::memory_order_relaxed) * 3 / 2, 200'000);
+    auto until = t0 + std::chrono::nanoseconds(budget);
+    for (int i = 0; !slot->event.ready(); ++i) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
 #endif
       if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
     }
   }
-  while (slot->state.load(std::memory_order_acquire) == 0) slot->state.wait(0, std::memory_order_acquire);
+  slot->event.wait();
   c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
+  if (alone) {
+    // The round trip a lone caller sees, smoothed (1/8 per call), for the next spin budget.
+    auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+    auto prev = c.sync_rtt_ns.load(std::memory_order_relaxed);
+    c.sync_rtt_ns.store(prev + (std::min<std::int64_t>(took, 1'000'000) - prev) / 8, std::memory_order_relaxed);
+  }
   ec = slot->ec;
   error_text_slot() = ec ? std::move(slot->text) : std::string();
   return std::move(slot->value);

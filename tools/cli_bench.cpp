@@ -45,6 +45,7 @@ struct options {
   std::string only;      // comma-separated case names (or prefixes) to run; empty: all
   double seconds = 0;    // per-case measuring time; 0: the mode's default
   bool no_ceiling = false;  // profiling aid (hidden): skip the ceiling; no ratios then
+  std::string sync_wait = "latency";  // config::sync_wait for the sync cases: latency | cpu
 };
 
 struct row {
@@ -947,6 +948,7 @@ int run_bench(options opt) {
   x.opt = opt;
   x.cfg = make_config(url);
   x.cfg.client_name = "redlease-bench";
+  x.cfg.sync_wait = opt.sync_wait == "cpu" ? sync_wait_policy::cpu_first : sync_wait_policy::latency_first;
   if (opt.quick) {
     x.case_s = 1;
     x.warm_s = 0.1;
@@ -1066,6 +1068,8 @@ void setup_bench(CLI::App& app, action_t& action) {
   cmd->add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
                                        "the ceiling always runs");
   cmd->add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
+  cmd->add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
+      ->check(CLI::IsMember({"latency", "cpu"}));
   cmd->add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
   cmd->callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }

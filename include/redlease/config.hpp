@@ -25,6 +25,16 @@ struct background_error {
   std::string message;
 };
 
+/// How a blocking call waits for its reply (`config::sync_wait`).
+enum class sync_wait_policy {
+  /// The client's only blocking caller spins while the reply is plausibly close (up to 1.5 times the
+  /// recent round trip, at most 200 us), then sleeps: the least latency for a sequential caller, at
+  /// the price of a busy core while it spins. With several blocking callers nobody spins.
+  latency_first,
+  /// Sleep at once; woken once by the I/O thread. The least CPU per call.
+  cpu_first,
+};
+
 /// How and where a `client` connects, and the timing of its locks.
 ///
 /// A plain value type; copy it freely. `from_url` fills the address and credentials; the timing
@@ -66,6 +76,9 @@ struct config {
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
   /// this often. Not used while keyspace notifications deliver the key's del/expired events.
   std::chrono::milliseconds mutex_poll_cap{100};
+
+  /// How blocking calls wait for their reply (see `sync_wait_policy`).
+  sync_wait_policy sync_wait = sync_wait_policy::latency_first;
 
   /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
   /// dropped and re-established, its requests fail with `errc::protocol_error`).
