@@ -31,8 +31,8 @@ class client_impl;
 /// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
 /// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
 struct lost_slot {
-  callback_slot<const lost_info&> cb;
   std::atomic<int> handles{0};  // copies of the handle alive
+  callback_slot<const lost_info&> cb;
 };
 
 /// The cancellation state of one async acquisition (executor only). A cancellation that arrives
