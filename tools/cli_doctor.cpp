@@ -205,23 +205,38 @@ std::string sample_of(std::string_view pattern, std::string_view filler = "redle
   return out;
 }
 
-// What a prefix-restricted user needs for the names matched by `pattern`. The unlock channels are
-// also passed to the scripts as KEYS (so that they share the lock's cluster slot, as Redisson does):
-// they need a key permission (~) as well as a channel permission (&).
-std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database) {
-  std::string lock_ch, mutex_ch, latch;
-  if (pattern == "*") {
-    lock_ch = "redisson_lock__channel:*";
-    mutex_ch = "redlease_mutex__channel:*";
-  } else {
-    lock_ch = channel_of("redisson_lock__channel", pattern);
-    mutex_ch = channel_of("redlease_mutex__channel", pattern);
-    latch = latch_of(pattern, "*");
-  }
+// A key or channel pattern for what the library derives from the names matched by `pattern`:
+// `prefix:{name}`, or `prefix:name` when the name has a `{` (lock_channel, latch_key), followed by
+// `tail`. A pattern that ends in `*` is left open, as in docs/deployment.md's line
+// (`~redisson_unlock_latch:{locks:*`): its `*` also matches the closing brace and the tail.
+std::string derived_pattern(std::string_view prefix, const std::string& pattern, std::string_view tail) {
+  bool braces = !contains(pattern, "{");
+  std::string out = std::string(prefix) + (braces ? ":{" : ":") + pattern;
+  bool escaped = pattern.size() >= 2 && pattern[pattern.size() - 2] == '\\';
+  bool open = !pattern.empty() && pattern.back() == '*' && !escaped;
+  if (open) return out;
+  if (braces) out += '}';
+  out += tail;
+  return out;
+}
+
+// What a prefix-restricted user needs for the names matched by `pattern` (docs/deployment.md, "ACL:
+// a user limited to a key prefix"): the lock names and the latch of a retried release as keys, the
+// unlock channels as channels (the scripts take them as arguments, not keys). `keyspace`: also the
+// keyspace channel mutex waiters listen on when the server sends keyspace events. The user's
+// password and `on` are left as they are: the line adds to an existing user.
+std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace = false) {
   std::string line = "ACL SETUSER " + user + " ~" + pattern;
-  if (pattern != "*") line += " ~" + lock_ch + " ~" + mutex_ch + " ~" + latch;
-  line += " &" + lock_ch + " &" + mutex_ch + " +@read +@write +@scripting +@pubsub +ping +client|setname";
+  if (pattern == "*") {
+    line += " &redisson_lock__channel:* &redlease_mutex__channel:*";
+  } else {
+    line += " ~" + derived_pattern("redisson_unlock_latch", pattern, ":*");
+    line += " &" + derived_pattern("redisson_lock__channel", pattern, "");
+    line += " &" + derived_pattern("redlease_mutex__channel", pattern, "");
+  }
+  line += " +@read +@write +@scripting +@pubsub +ping +client|setname";
   if (database != 0) line += " +select";
+  if (keyspace) line += " &__keyspace@" + std::to_string(database) + "__:" + pattern;
   return line;
 }
 
@@ -233,27 +248,41 @@ struct context {
   std::string sample;       // a name matched by the pattern (the reentrant lock's probe)
   std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
   bool ping_refused = false;
+  bool keyspace = false;    // mutex waiters also subscribe to the keyspace channel (advice adds it)
   std::optional<std::array<int, 3>> version;
   std::optional<info_fields> info;  // INFO (its default sections), when permitted
   std::string info_error;           // why not
 };
 
-// What to do about a command refused with the server text `text` (to `user`; default: the connected one).
-std::string advice_for(const context& cx, std::string_view text, const std::string& user = {}) {
+std::string acl_advice(const context& cx, const std::string& who, std::string_view what) {
+  return "grant user " + who + " " + std::string(what) + "; in redis-cli: " +
+         acl_setuser_line(who, cx.opts.pattern, cx.cfg.database, cx.keyspace);
+}
+
+// What to do about a refusal: by the library's typed cause `ec` when it has one, else by the server's
+// text `text` (ACL DRYRUN answers with text, not an error). `user`: whose permissions (default: the
+// connected user's).
+std::string advice_for(const context& cx, std::error_code ec, std::string_view text, const std::string& user = {}) {
   const std::string& who = user.empty() ? cx.user : user;
-  if (contains(text, "NOPERM") || contains(text, "no permissions"))
-    return "grant user " + who + " the lock's keys and channels; in redis-cli: " +
-           acl_setuser_line(who, cx.opts.pattern, cx.cfg.database);
-  if (contains(text, "unknown command") || contains(text, "not found") || contains(text, "Unknown Redis command"))
+  auto is = [&](errc e, std::string_view words) { return ec == e || (!words.empty() && contains(text, words)); };
+  if (is(errc::no_permission, "NOPERM") || contains(text, "no permissions"))
+    return acl_advice(cx, who, "the lock's keys and channels");
+  if (is(errc::unknown_command, "unknown command") || contains(text, "not found") ||
+      contains(text, "Unknown Redis command"))
     return "a command the locks need is renamed or disabled (rename-command in redis.conf): give it back its name";
-  if (contains(text, "NOREPLICAS"))
+  if (is(errc::no_replicas, "NOREPLICAS"))
     return "fewer replicas than min-replicas-to-write are connected: connect them, or lower min-replicas-to-write";
-  if (contains(text, "READONLY")) return "this server is a replica: point --redis (and your services) at the master";
-  if (contains(text, "OOM"))
-    return "the server is at maxmemory: raise maxmemory (CONFIG SET maxmemory ...) or free memory";
-  if (contains(text, "BUSY")) return "a script runs too long (SCRIPT KILL, or wait for it)";
-  if (contains(text, "LOADING")) return "the server is loading its dataset: wait until it is done";
+  if (is(errc::server_readonly, "READONLY"))
+    return "this server is a replica: point --redis (and your services) at the master";
+  if (is(errc::server_oom, "OOM"))
+    return "the server is at maxmemory: raise maxmemory (CONFIG SET maxmemory ...) or free memory; releases still "
+           "work, acquisitions are refused until then";
+  if (is(errc::server_loading, "LOADING")) return "the server is loading its dataset: wait until it is done";
   if (contains(text, "MASTERDOWN")) return "the replica lost its master (replica-serve-stale-data no): fix replication";
+  if (is(errc::server_busy, "BUSY")) return "a script runs too long (SCRIPT KILL, or wait for it)";
+  if (is(errc::server_full, "max number of clients"))
+    return "the server is at maxclients: find who holds the connections (CLIENT LIST), or raise it (CONFIG SET "
+           "maxclients N; check the file descriptor limit)";
   return {};
 }
 
@@ -280,9 +309,11 @@ std::string fmt_bytes(long long b) {
 
 // ---- connection failures ----------------------------------------------------------------------
 
-// What the server says to a fresh connection before any AUTH: a server at maxclients answers
-// "-ERR max number of clients reached" and closes, a text the client reports only as a lost
-// connection. A blocking socket with 1 s timeouts; empty if nothing was read.
+// What the server says to a fresh connection before any AUTH, for a failure whose error carries no
+// words of the server: a server in protected mode (no password, a client from outside the loopback
+// interface) answers "-DENIED Redis is running in protected mode ..." and closes, and the library
+// reports only a lost connection (it keeps the handshake's words for maxclients, LOADING and
+// authentication, not for DENIED). A blocking socket with 1 s timeouts; empty if nothing was read.
 std::string first_words(const config& cfg) {
   int fd = -1;
   timeval tv{1, 0};
@@ -337,40 +368,52 @@ std::string first_words(const config& cfg) {
 bool check_connectivity(client& c, context& cx, report& r) {
   std::string where = cx.cfg.redacted_url();
   std::string ping_refused;  // connected and authenticated, but PING answered with an error (NOPERM)
+  std::error_code ping_code;
   std::optional<redlease::error> failure;
   try {
     c.ping();
   } catch (const redlease::error& e) {
-    if (e.code() == errc::server_error) {
-      std::error_code ec;
-      auto rep = c.command({"PING"}, ec);
-      ping_refused = error_text(rep, ec);
+    auto code = e.code();
+    // A refusal of the PING itself comes from a server that let us in; its words are in
+    // last_error_text(), as they are for a refused connection (maxclients, LOADING, a wrong password).
+    if (code == errc::no_permission || code == errc::unknown_command || code == errc::server_error) {
+      ping_refused = last_error_text().empty() ? std::string(e.what()) : last_error_text();
+      ping_code = code;
     } else {
       failure = e;
     }
   }
   if (failure) {
     const redlease::error& e = *failure;
-    // what() is "client::ping <url>: <reason>"; the line names the URL already.
+    const std::string words = last_error_text();
+    // what() is "client::ping <url>: <the server's words>: <reason>"; the line names the URL already.
     std::string detail = e.what();
     if (auto at = detail.find(where + ": "); at != std::string::npos) detail = detail.substr(at + where.size() + 2);
-    std::string advice;
     auto code = e.code();
+    // (A peer that is not Redis: its bytes are no server's words.)
+    std::string advice = code == errc::protocol_error ? std::string() : advice_for(cx, code, words);
     std::string greeting;
-    if (code == errc::connection_lost || code == errc::connect_failed || code == errc::connect_timeout)
-      greeting = first_words(cx.cfg);
-    if (contains(greeting, "max number of clients")) {
-      detail += "; the server answers a new connection with: " + greeting.substr(greeting[0] == '-' ? 1 : 0);
-      advice = "the server is at maxclients: find who holds the connections (CLIENT LIST), or raise it (CONFIG SET "
-               "maxclients N; check the file descriptor limit)";
+    bool no_reply = code == errc::connection_lost || code == errc::connect_failed || code == errc::connect_timeout;
+    if (words.empty() && no_reply) greeting = first_words(cx.cfg);
+    if (greeting.size() > 1 && greeting[0] == '-' && !contains(greeting, "NOAUTH")) {
+      // DENIED's text is a page long: its first sentence says it.
+      if (auto end = greeting.find(". "); greeting.size() > 160 && end != std::string::npos) greeting.resize(end + 1);
+      detail += "; the server answers a new connection with: " + greeting.substr(1);
+      if (contains(greeting, "DENIED") || contains(greeting, "protected mode"))
+        advice = "the server is in protected mode (no password, and this client is not on its loopback interface): "
+                 "set a password (requirepass, or an ACL user) and connect with it, or bind it to trusted "
+                 "interfaces only and set protected-mode no";
+      else if (advice.empty())
+        advice = advice_for(cx, {}, greeting);
+    }
+    if (!advice.empty()) {
+      // said above: the server's words or its greeting name the cause
     } else if (code == errc::auth_failed) {
       advice = "check the password ($REDLEASE_PASSWORD, or the URL) and the user (redis://USER:PASSWORD@host); the "
                "user must be `on` (ACL LIST)";
     } else if (code == errc::protocol_error) {
       advice = "the port does not belong to a Redis server: check the host and port";
-    } else if (code == errc::connect_failed || code == errc::connect_timeout) {
-      if (greeting.size() > 1 && greeting[0] == '-' && !contains(greeting, "NOAUTH"))
-        detail += "; the server answers a new connection with: " + greeting.substr(1);
+    } else if (code == errc::connect_failed || code == errc::connect_timeout || code == errc::connection_lost) {
       advice = "is redis-server running and listening there? (bind, port, protected-mode, firewall)";
     } else if (code == errc::select_failed) {
       advice = "the database number in the URL does not exist on this server (databases in redis.conf)";
@@ -392,7 +435,7 @@ bool check_connectivity(client& c, context& cx, report& r) {
   if (!ping_refused.empty()) {
     cx.ping_refused = true;
     r.fail("connectivity", detail + ", but PING is refused: " + ping_refused + " (the client's health checks send it)",
-           advice_for(cx, ping_refused));
+           advice_for(cx, ping_code, ping_refused));
   } else {
     r.ok("connectivity", detail);
   }
@@ -459,9 +502,10 @@ void check_version(context& cx, report& r) {
            "upgrade the server to Redis 6.2 or 7.x");
   } else if (major == 6) {
     r.ok("version", v + " (>= 6.0); 7.x would add ACL DRYRUN (the permission check without touching keys) and "
-                        "`#!lua flags=allow-oom` scripts");
+                        "the `#!lua flags=allow-oom` release (at maxmemory, Redis 6 refuses a release that only "
+                        "decrements a re-entered hold)");
   } else {
-    r.ok("version", v + " (>= 7: ACL DRYRUN, and scripts may declare `#!lua flags=allow-oom`)");
+    r.ok("version", v + " (>= 7: ACL DRYRUN, and the release script declares `#!lua flags=allow-oom`)");
   }
 }
 
@@ -501,36 +545,49 @@ void check_topology(context& cx, report& r) {
 
 // ---- 2. permissions ---------------------------------------------------------------------------
 
+// How much a step matters: the locks do not work without a required one; without a wake-up step
+// they work, but waiters are not woken by a release's message (a WARN that says what happens
+// instead); the client copes without an optional one (noted on an OK line).
+enum class need { required, wakeup, optional };
+
 struct step {
-  std::string what;                // "acquire", "release", ...
-  std::vector<std::string> args;   // the command as the library sends it
-  bool optional = false;           // the client copes without it
-  std::string touches;             // for messages: the keys/channels it uses
+  step(std::string w, std::vector<std::string> a, need l = need::required, std::string wo = {})
+      : what(std::move(w)), args(std::move(a)), level(l), without(std::move(wo)) {}
+  std::string what;               // "acquire", "release", ...
+  std::vector<std::string> args;  // the command as the library sends it
+  need level;
+  std::string without;            // wake-up steps: what happens when it is refused
 };
 
 struct step_result {
   std::string what;
   bool ok = true;
-  bool optional = false;
+  need level = need::required;
   std::string text;
+  std::string without;
 };
 
 const char* const fake_sha = "0123456789abcdef0123456789abcdef01234567";
+
+// What the library does without the channel permissions (src/lua/*.lua, src/lock/lock_service.cpp).
+const std::string without_publish =
+    "a release skips its unlock message (its PUBLISH runs through pcall), so it wakes no waiter";
+const std::string without_subscribe =
+    "waiters, refused SUBSCRIBE, poll with backoff (10 ms doubling to 500 ms) instead of being woken at once";
 
 std::vector<step> lock_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
   std::string ch = channel_of("redisson_lock__channel", n);
   std::string latch = latch_of(n, "00112233445566778899aabbccddeeff");
   std::string field = c.id() + ":1";
-  // The layouts of src/lock/lock_service.cpp (numkeys, KEYS, ARGV).
+  // The layouts of src/lock/lock_service.cpp (numkeys, KEYS, ARGV): the channel is an argument.
   return {
-      {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}, false, n},
-      {"release", {"EVALSHA", fake_sha, "3", n, ch, latch, "0", "30000", field, "1", "0", "30000"}, false,
-       n + ", " + ch + " (a key of the script, and it publishes there), " + latch},
-      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}, false, n},
-      {"force-unlock", {"EVALSHA", fake_sha, "2", n, ch, "0"}, false, n + ", " + ch},
-      {"publish", {"PUBLISH", ch, "0"}, false, "channel " + ch},
-      {"wait", {"SUBSCRIBE", ch}, false, "channel " + ch},
+      {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}},
+      {"release", {"EVALSHA", fake_sha, "2", n, latch, ch, "0", "30000", field, "1", "0", "30000"}},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}},
+      {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
+      {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
+      {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
   };
 }
 
@@ -539,34 +596,36 @@ std::vector<step> mutex_steps(const context& cx) {
   std::string ch = channel_of("redlease_mutex__channel", n);
   std::string token = "00112233445566778899aabbccddeeff";
   return {
-      {"acquire", {"EVALSHA", fake_sha, "1", n, token, "5000"}, false, n},
-      {"release", {"EVALSHA", fake_sha, "2", n, ch, token}, false,
-       n + ", " + ch + " (a key of the script, and it publishes there)"},
-      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "s", token}, false, n},
-      {"force-unlock", {"EVALSHA", fake_sha, "2", n, ch, "0"}, false, n + ", " + ch},
-      {"publish", {"PUBLISH", ch, "0"}, false, "channel " + ch},
-      {"wait", {"SUBSCRIBE", ch}, false, "channel " + ch},
+      {"acquire", {"EVALSHA", fake_sha, "1", n, token, "5000"}},
+      {"release", {"EVALSHA", fake_sha, "1", n, ch, token}},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "s", token}},
+      {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
+      {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
+      {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
   };
 }
+
+const char* const keyspace_query_step =
+    "CONFIG GET notify-keyspace-events (mutex waiters then do without keyspace events)";
 
 std::vector<step> other_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
   std::vector<step> s = {
-      {"HGET", {"HGET", n, c.id() + ":1"}, false, n},
-      {"GET", {"GET", n}, false, n},
-      {"EXISTS", {"EXISTS", n}, false, n},
-      {"PTTL", {"PTTL", n}, false, n},
-      // The fallback when EVALSHA answers NOSCRIPT (a fresh or restarted server), with the largest key set.
-      {"EVAL",
-       {"EVAL", "return 0", "3", n, channel_of("redisson_lock__channel", n), latch_of(n, "0"), "0", "30000", "f", "1",
-        "0", "30000"},
-       false, n},
-      {"PING", {"PING"}, false, ""},
-      {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"}, true, ""},
-      {"CONFIG GET notify-keyspace-events (mutex waiters then do without keyspace events)",
-       {"CONFIG", "GET", "notify-keyspace-events"}, true, ""},
+      {"HGET", {"HGET", n, c.id() + ":1"}},
+      {"GET", {"GET", n}},
+      {"EXISTS", {"EXISTS", n}},
+      {"PTTL", {"PTTL", n}},
+      // The fallback when EVALSHA answers NOSCRIPT (a fresh or restarted server), with the largest key
+      // set (a release's: the name and the latch).
+      {"EVAL (after NOSCRIPT)",
+       {"EVAL", "return 0", "2", n, latch_of(n, "0"), channel_of("redisson_lock__channel", n), "0", "30000", "f", "1",
+        "0", "30000"}},
+      {"PING", {"PING"}},
+      {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"},
+       need::optional},
+      {keyspace_query_step, {"CONFIG", "GET", "notify-keyspace-events"}, need::optional},
   };
-  if (cx.cfg.database != 0) s.push_back({"SELECT", {"SELECT", std::to_string(cx.cfg.database)}, false, ""});
+  if (cx.cfg.database != 0) s.push_back({"SELECT", {"SELECT", std::to_string(cx.cfg.database)}});
   return s;
 }
 
@@ -578,7 +637,7 @@ std::vector<step_result> dryrun(client& c, const context& cx, const std::vector<
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
     std::error_code ec;
     auto rep = c.command(cmd, ec);
-    step_result res{s.what, true, s.optional, {}};
+    step_result res{s.what, true, s.level, {}, s.without};
     if (ec) {
       res.ok = false;
       res.text = error_text(rep, ec);
@@ -591,28 +650,58 @@ std::vector<step_result> dryrun(client& c, const context& cx, const std::vector<
   return out;
 }
 
+// Refused steps, those refused for the same reason named together: "acquire, release: <reason>".
+using refusals = std::vector<std::pair<std::string, std::string>>;  // reason → steps
+
+void add_refusal(refusals& into, const std::string& reason, const std::string& what) {
+  auto it = std::find_if(into.begin(), into.end(), [&](const auto& p) { return p.first == reason; });
+  if (it == into.end()) into.emplace_back(reason, what);
+  else it->second += ", " + what;
+}
+
+std::string join(const refusals& v) {
+  std::string out;
+  for (const auto& [reason, steps] : v) out += (out.empty() ? "" : "; ") + steps + ": " + reason;
+  return out;
+}
+
+// "locks work, but <effect>; <effect>": what the refused wake-up steps cost.
+std::string wakeup_effects(const std::vector<std::string>& effects) {
+  std::string out = "locks work, but ";
+  for (std::size_t i = 0; i < effects.size(); ++i) out += (i ? "; " : "") + effects[i];
+  return out;
+}
+
+void add_effect(std::vector<std::string>& effects, const std::string& effect) {
+  if (!effect.empty() && std::find(effects.begin(), effects.end(), effect) == effects.end()) effects.push_back(effect);
+}
+
+const std::string wakeup_what = "the channels waiters listen on, to wake them at once";
+
 void report_group(const context& cx, report& r, const std::string& check, const std::string& sample,
                   const std::vector<step_result>& res, const std::string& ok_detail) {
-  // Steps refused for the same reason are named together: "acquire, release: <reason>".
-  std::vector<std::pair<std::string, std::string>> required, optional;  // reason → steps
-  std::string advice;
+  refusals required, wakeup, optional;
+  std::vector<std::string> effects;
+  std::string advice, wakeup_advice;
   for (const auto& x : res) {
     if (x.ok) continue;
-    auto& into = x.optional ? optional : required;
-    auto it = std::find_if(into.begin(), into.end(), [&](const auto& p) { return p.first == x.text; });
-    if (it == into.end()) into.emplace_back(x.text, x.what);
-    else it->second += ", " + x.what;
-    if (!x.optional && advice.empty()) advice = advice_for(cx, x.text, cx.checked);
+    add_refusal(x.level == need::required ? required : x.level == need::wakeup ? wakeup : optional, x.text, x.what);
+    if (x.level == need::wakeup) add_effect(effects, x.without);
+    if (x.level == need::required && advice.empty()) advice = advice_for(cx, {}, x.text, cx.checked);
+    if (x.level == need::wakeup && wakeup_advice.empty())
+      wakeup_advice = contains(x.text, "no permissions") || contains(x.text, "NOPERM")
+                          ? acl_advice(cx, cx.checked, wakeup_what)
+                          : advice_for(cx, {}, x.text, cx.checked);  // PUBLISH renamed away: "not found"
   }
-  auto join = [](const std::vector<std::pair<std::string, std::string>>& v) {
-    std::string out;
-    for (const auto& [reason, steps] : v) out += (out.empty() ? "" : "; ") + steps + ": " + reason;
-    return out;
-  };
   if (!required.empty()) {
     std::string detail = "refused on " + sample + ": " + join(required);
+    if (!wakeup.empty()) detail += "; also refused (locks work without them): " + join(wakeup);
     if (!optional.empty()) detail += "; optional, refused: " + join(optional);
     r.fail(check, detail, advice);
+  } else if (!wakeup.empty()) {
+    std::string detail = "refused on " + sample + ": " + join(wakeup) + "; " + wakeup_effects(effects);
+    if (!optional.empty()) detail += "; optional, refused: " + join(optional);
+    r.warn(check, detail, wakeup_advice);
   } else if (!optional.empty()) {
     r.ok(check, ok_detail + "; optional, refused: " + join(optional));
   } else {
@@ -628,6 +717,21 @@ bool keyspace_on(std::string_view flags) {
   return k && (all || (contains(flags, "g") && contains(flags, "x")));
 }
 
+// True if the server sends the keyspace events mutex waiters listen for (as far as `c` can read it).
+bool server_keyspace_on(client& c) {
+  std::error_code ec;
+  auto ks = c.command({"CONFIG", "GET", "notify-keyspace-events"}, ec);
+  return !ec && ks.is_array() && ks.elements.size() == 2 && keyspace_on(ks.elements[1].str);
+}
+
+std::string keyspace_channel(const context& cx) {
+  return "__keyspace@" + std::to_string(cx.cfg.database) + "__:" + cx.mutex_sample;
+}
+
+const std::string without_keyspace =
+    "keyspace events are on, and mutex waiters, refused SUBSCRIBE on the keyspace channel, poll with backoff "
+    "(10 ms doubling to 500 ms) instead of being woken at once";
+
 void check_permissions_dryrun(client& c, context& cx, report& r) {
   auto ls = lock_steps(cx, c);
   auto ms = mutex_steps(cx);
@@ -635,141 +739,152 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
   auto lr = dryrun(c, cx, ls);
   auto mr = dryrun(c, cx, ms);
   auto orr = dryrun(c, cx, os);
-  report_group(cx, r, "acl.lock", cx.sample, lr,
-               "reentrant lock on " + cx.sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
-  // Mutex waiters also subscribe to the key's keyspace channel when the server sends keyspace events.
-  std::error_code ec;
-  auto ks = c.command({"CONFIG", "GET", "notify-keyspace-events"}, ec);
-  if (!ec && ks.is_array() && ks.elements.size() == 2 && keyspace_on(ks.elements[1].str)) {
-    std::string ch = "__keyspace@" + std::to_string(cx.cfg.database) + "__:" + cx.mutex_sample;
-    auto kr = dryrun(c, cx, {{"wait on " + ch, {"SUBSCRIBE", ch}, false, "channel " + ch}});
-    if (!kr.front().ok) {
-      kr.front().text += " (keyspace events are on, so mutex waiters subscribe there too: their wait for a lock "
-                         "held by another library's mutex then lasts up to its TTL)";
-      kr.front().optional = true;
-    }
+  // Mutex waiters also subscribe to the key's keyspace channel when the server sends keyspace events
+  // and the user may read that it does (the library asks; refused, it does without).
+  auto query = std::find_if(orr.begin(), orr.end(), [](const step_result& x) { return x.what == keyspace_query_step; });
+  if (query != orr.end() && query->ok && server_keyspace_on(c)) {
+    std::string ch = keyspace_channel(cx);
+    auto kr = dryrun(c, cx, {{"wait on " + ch, {"SUBSCRIBE", ch}, need::wakeup, without_keyspace}});
+    cx.keyspace = !kr.front().ok;  // the advice then grants it too
     mr.push_back(std::move(kr.front()));
   }
+  report_group(cx, r, "acl.lock", cx.sample, lr,
+               "reentrant lock on " + cx.sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
   report_group(cx, r, "acl.mutex", cx.mutex_sample, mr,
                "mutex on " + cx.mutex_sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
   report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING permitted");
 }
 
 // The live probe: take and release each kind of lock on the sample name with a short fixed lease,
-// publish on and subscribe to its channels, with the library itself. The library's errors do not
-// carry the server's text for the lock calls; a failed step is explained by sending its parts
-// (the script's keys under a no-op EVAL, the PUBLISH it makes) as plain commands.
+// publish on and subscribe to its channels, with the library itself. The library's errors carry
+// the server's words (in what() and last_error_text()), and their typed cause picks the advice.
 void check_permissions_live(client& c, context& cx, report& r) {
   const std::string lock_ch = channel_of("redisson_lock__channel", cx.sample);
   const std::string mutex_ch = channel_of("redlease_mutex__channel", cx.mutex_sample);
-  auto explain = [&c](const std::vector<std::string>& keys, const std::string& channel) {
-    std::string out;
-    std::vector<std::string> eval{"EVAL", "return 0", std::to_string(keys.size())};
-    eval.insert(eval.end(), keys.begin(), keys.end());
-    std::error_code ec;
-    auto rep = c.command(eval, ec);
-    if (rep.is_error()) out = rep.str;
-    // The same keys under EVALSHA: NOSCRIPT is the expected answer, anything else is the reason.
-    eval[0] = "EVALSHA";
-    eval[1] = fake_sha;
-    auto sha = c.command(eval, ec);
-    if (sha.is_error() && sha.str.rfind("NOSCRIPT", 0) != 0 && sha.str != out)
-      out += (out.empty() ? "" : "; ") + ("EVALSHA: " + sha.str);
-    if (!channel.empty()) {
-      std::error_code ec2;
-      auto pub = c.command({"PUBLISH", channel, "0"}, ec2);
-      if (pub.is_error()) out += (out.empty() ? "" : "; ") + ("PUBLISH " + channel + ": " + pub.str);
-    }
-    return out;
-  };
-  // One step: a line, with the server's reason when a plain command shows one.
-  auto step = [&](const std::string& check, const std::string& doing, const std::function<void()>& run,
-                  const std::vector<std::string>& keys, const std::string& channel) {
+  // One step: false (and a FAIL line with the library's message) if it throws.
+  auto step = [&](const std::string& check, const std::string& doing, const std::function<void()>& run) {
     try {
       run();
       return true;
+    } catch (const redlease::error& e) {
+      r.fail(check, doing + ": " + e.what(), advice_for(cx, e.code(), last_error_text()));
+      return false;
     } catch (const std::exception& e) {
-      std::string why = explain(keys, channel);
-      std::string text = std::string(e.what()) + (why.empty() ? "" : " (the server says: " + why + ")");
-      r.fail(check, doing + ": " + text, advice_for(cx, why.empty() ? std::string(e.what()) : why));
+      r.fail(check, doing + ": " + e.what(), "");
       return false;
     }
   };
   auto busy = [&](const std::string& check, const std::string& name) {
     r.warn(check, name + " is held by someone else: not probed", "run again, or give another pattern");
   };
+  // A release that failed leaves the probe's lock held for up to its 5 s lease: force-unlock it
+  // (it needs only the name and the channel argument), and say whether that worked.
+  auto clean_up = [&](detail::lock_handle& l, const std::string& name, const std::string& check) {
+    std::error_code ec;
+    bool gone = l.force_unlock(ec);
+    if (ec)
+      r.warn(check + ".cleanup", "force-unlock " + name + " failed too: " + ec.message() +
+                                     (last_error_text().empty() ? "" : " (" + last_error_text() + ")") +
+                                     "; it stays held until its 5 s lease ends",
+             "");
+    else
+      r.ok(check + ".cleanup", std::string(gone ? "force-unlocked " : "nothing left of ") + name +
+                                   " after the failed release");
+  };
   {
     client own{cx.cfg};  // a client per kind: nothing one probe leaves behind affects the other
     auto l = own.lock(cx.sample);
     bool held = false;
-    std::string latch = latch_of(cx.sample, "0");
-    if (step("probe.lock.acquire", "acquire " + cx.sample, [&] { held = l.try_lock(2s, 5s); }, {cx.sample}, "")) {
+    if (step("probe.lock.acquire", "acquire " + cx.sample, [&] { held = l.try_lock(2s, 5s); })) {
       if (!held) busy("probe.lock.acquire", cx.sample);
       else r.ok("probe.lock.acquire", "took the reentrant lock " + cx.sample + " (5 s lease)");
     }
-    if (held && step("probe.lock.release", "release " + cx.sample + " (keys " + cx.sample + ", " + lock_ch + ", " +
-                                                latch + "; publishes on " + lock_ch + ")",
-                     [&] { l.unlock(); }, {cx.sample, lock_ch, latch}, lock_ch))
-      r.ok("probe.lock.release", "released it, publishing on " + lock_ch);
+    if (held) {
+      if (step("probe.lock.release",
+               "release " + cx.sample + " (keys " + cx.sample + ", " + latch_of(cx.sample, "<request>") + ")",
+               [&] { l.unlock(); }))
+        r.ok("probe.lock.release", "released it");
+      else
+        clean_up(l, cx.sample, "probe.lock.release");
+    }
   }
   {
     client own{cx.cfg};
     auto m = own.mutex(cx.mutex_sample);
     bool held = false;
-    if (step("probe.mutex.acquire", "acquire " + cx.mutex_sample, [&] { held = m.try_lock(2s, 5s); },
-             {cx.mutex_sample}, "")) {
+    if (step("probe.mutex.acquire", "acquire " + cx.mutex_sample, [&] { held = m.try_lock(2s, 5s); })) {
       if (!held) busy("probe.mutex.acquire", cx.mutex_sample);
       else r.ok("probe.mutex.acquire", "took the mutex " + cx.mutex_sample + " (5 s lease)");
     }
-    if (held && step("probe.mutex.release", "release " + cx.mutex_sample + " (keys " + cx.mutex_sample + ", " +
-                                                 mutex_ch + "; publishes on " + mutex_ch + ")",
-                     [&] { m.unlock(); }, {cx.mutex_sample, mutex_ch}, mutex_ch))
-      r.ok("probe.mutex.release", "released it, publishing on " + mutex_ch);
+    if (held) {
+      if (step("probe.mutex.release", "release " + cx.mutex_sample + " (key " + cx.mutex_sample + ")",
+               [&] { m.unlock(); }))
+        r.ok("probe.mutex.release", "released it");
+      else
+        clean_up(m, cx.mutex_sample, "probe.mutex.release");
+    }
   }
-  // Publishing: what the release scripts and force-unlock do (a "0" on a channel nobody uses).
+  // A refused wake-up step (no channel permission, or the command renamed away) is a WARN: the
+  // library does without it. Anything else (a timeout, a lost connection) is a FAIL.
+  auto refused = [](std::error_code ec) { return ec == errc::no_permission || ec == errc::unknown_command; };
+  auto wakeup_advice = [&](std::error_code ec, const std::string& text) {
+    return ec == errc::no_permission ? acl_advice(cx, cx.user, wakeup_what) : advice_for(cx, ec, text);
+  };
+  // Publishing: what the release scripts and force-unlock do (a "0" on a channel nobody uses). The
+  // scripts skip a refused PUBLISH, so the releases above pass without it: it is checked here.
   {
-    std::string failed, advice;
+    std::string failed;
+    bool all_refused = true;
+    std::error_code first;
     for (const auto& ch : {lock_ch, mutex_ch}) {
       std::error_code ec;
       auto rep = c.command({"PUBLISH", ch, "0"}, ec);
       if (!ec) continue;
-      std::string text = error_text(rep, ec);
-      failed += (failed.empty() ? "" : "; ") + ch + ": " + text;
-      if (advice.empty()) advice = advice_for(cx, text);
+      failed += (failed.empty() ? "" : "; ") + ch + ": " + error_text(rep, ec);
+      all_refused = all_refused && refused(ec);
+      if (!first) first = ec;
     }
-    if (failed.empty()) r.ok("probe.publish", "published on " + lock_ch + " and " + mutex_ch);
-    else r.fail("probe.publish", "cannot publish on " + failed, advice);
+    if (failed.empty())
+      r.ok("probe.publish", "published on " + lock_ch + " and " + mutex_ch);
+    else if (all_refused)
+      r.warn("probe.publish", "cannot publish on " + failed + "; " + wakeup_effects({without_publish}),
+             wakeup_advice(first, failed));
+    else
+      r.fail("probe.publish", "cannot publish on " + failed, advice_for(cx, first, failed));
   }
-  // Waiting: both channels at once (a refused SUBSCRIBE shows as a missing confirmation).
-  auto sub = [&c](std::string ch) -> std::string {
+  // Waiting: the channels at once (the keyspace channel too when mutex waiters would use it). A
+  // refused SUBSCRIBE fails at once, with the server's words.
+  std::vector<std::pair<std::string, std::string>> channels{{lock_ch, without_subscribe},
+                                                            {mutex_ch, without_subscribe}};
+  if (server_keyspace_on(c)) channels.emplace_back(keyspace_channel(cx), without_keyspace);
+  auto sub = [&c](std::string ch) -> std::pair<std::error_code, std::string> {
     std::error_code ec;
     auto s = c.subscribe(ch, [](std::string_view, std::string_view) {}, ec);
-    return ec ? ec.message() : std::string{};
+    return {ec, ec ? last_error_text() : std::string{}};  // this thread's words
   };
-  auto f1 = std::async(std::launch::async, sub, lock_ch);
-  auto f2 = std::async(std::launch::async, sub, mutex_ch);
-  std::string e1 = f1.get(), e2 = f2.get();
-  auto refusal = [&](const std::string& ch) {
-    // The client drops the server's refusal of a SUBSCRIBE; ask the server directly on a
-    // connection of its own (closed right after: it may have entered subscribed mode).
-    try {
-      client once{cx.cfg};
-      std::error_code ec;
-      auto rep = once.command({"SUBSCRIBE", ch}, ec);
-      if (rep.is_error()) return rep.str;
-    } catch (const std::exception&) {
-    }
-    return std::string{};
-  };
-  std::string failed, advice;
-  for (const auto& [ch, err] : {std::pair{lock_ch, e1}, std::pair{mutex_ch, e2}}) {
-    if (err.empty()) continue;
-    std::string why = refusal(ch);
-    failed += (failed.empty() ? "" : "; ") + ch + ": " + err + (why.empty() ? "" : " (the server says: " + why + ")");
-    if (advice.empty()) advice = advice_for(cx, why.empty() ? err : why);
+  std::vector<std::future<std::pair<std::error_code, std::string>>> pending;
+  for (const auto& ch : channels) pending.push_back(std::async(std::launch::async, sub, ch.first));
+  std::string failed, names;
+  std::vector<std::string> effects;
+  bool all_refused = true;
+  std::error_code first;
+  for (std::size_t i = 0; i < channels.size(); ++i) {
+    auto [ec, words] = pending[i].get();
+    names += (names.empty() ? "" : (i + 1 == channels.size() ? " and " : ", ")) + channels[i].first;
+    if (!ec) continue;
+    failed += (failed.empty() ? "" : "; ") + channels[i].first + ": " + (words.empty() ? ec.message() : words);
+    all_refused = all_refused && refused(ec);
+    if (!first) first = ec;
+    add_effect(effects, channels[i].second);
+    if (i == 2 && ec == errc::no_permission) cx.keyspace = true;  // the advice grants it too
   }
-  if (failed.empty()) r.ok("probe.wait", "subscribed to " + lock_ch + " and " + mutex_ch);
-  else r.fail("probe.wait", "cannot subscribe to " + failed, advice);
+  if (failed.empty())
+    r.ok("probe.wait", "subscribed to " + names);
+  else if (all_refused)
+    r.warn("probe.wait", "cannot subscribe to " + failed + "; " + wakeup_effects(effects),
+           wakeup_advice(first, failed));
+  else
+    r.fail("probe.wait", "cannot subscribe to " + failed, advice_for(cx, first, failed));
 }
 
 void check_permissions(client& c, context& cx, report& r) {
@@ -872,10 +987,15 @@ void check_memory(context& cx, report& r) {
   char pct[32];
   std::snprintf(pct, sizeof pct, "%.0f%%", share * 100);
   std::string detail = "used " + fmt_bytes(*used) + " of maxmemory " + fmt_bytes(*max) + " (" + pct + ")";
+  // At the limit (noeviction) the server refuses writes that need memory: acquisitions, not releases
+  // (the last release deletes without writing first; on Redis 7 the release script is allow-oom).
+  bool v7 = cx.version && (*cx.version)[0] >= 7;
   if (share > 0.9)
     r.warn("memory", detail + ": near the limit",
-           "raise maxmemory or free memory: at the limit (noeviction) new locks fail with OOM, and so does a "
-           "reentrant unlock (its HINCRBY is refused), which leaves the lock held until its lease ends");
+           std::string("raise maxmemory or free memory: at the limit (noeviction) new acquisitions are refused with "
+                       "OOM (retried within their wait, then errc::server_oom); releases still work") +
+               (v7 ? "" : ", except one that only decrements a re-entered hold (Redis 6 has no allow-oom scripts: "
+                          "that lock stays held until its lease ends)"));
   else
     r.ok("memory", detail);
 }
@@ -981,15 +1101,26 @@ void check_commands(client& c, report& r) {
     r.ok("commands", std::to_string(needed.size()) + " commands the locks use are known, per " + how);
     return;
   }
-  std::string list;
+  // The library does without PUBLISH (the scripts call it through pcall) and SUBSCRIBE (waiters
+  // poll), and does not use SCRIPT at all; the others it or its scripts cannot do without.
+  std::string list, wakeup_list;
+  std::vector<std::string> effects;
   bool fatal = false;
   for (const auto& m : missing) {
     list += (list.empty() ? "" : ", ") + m;
-    fatal = fatal || m != "SCRIPT";
+    if (m == "PUBLISH" || m == "SUBSCRIBE") {
+      wakeup_list += (wakeup_list.empty() ? "" : ", ") + m;
+      add_effect(effects, m == "PUBLISH" ? without_publish : without_subscribe);
+    } else {
+      fatal = fatal || m != "SCRIPT";
+    }
   }
   std::string detail = "unknown (renamed or disabled) per " + how + ": " + list;
   if (fatal)
     r.fail("commands", detail + "; the client or its scripts call them by these names",
+           "remove the rename-command lines for them from redis.conf (and restart)");
+  else if (!wakeup_list.empty())
+    r.warn("commands", detail + "; without " + wakeup_list + " " + wakeup_effects(effects),
            "remove the rename-command lines for them from redis.conf (and restart)");
   else
     r.warn("commands", detail + "; the locks do not use it, scripts and tools that load scripts do",
@@ -1031,7 +1162,7 @@ int doctor(const doctor_options& o) {
   context cx;
   cx.opts = o;
   cx.cfg = make_config(o.url);
-  cx.cfg.request_timeout = 2000ms;  // a doctor answers promptly; a refused SUBSCRIBE shows as a timeout
+  cx.cfg.request_timeout = 2000ms;  // a doctor answers promptly
   cx.cfg.on_error = [](const background_error&) {};  // the checks report what matters
   cx.sample = sample_of(o.pattern);
   cx.mutex_sample = sample_of(o.pattern, "redlease-doctor-mutex");
