@@ -4,9 +4,6 @@
 // user's permissions for every command and script the locks send (ACL DRYRUN, or a live probe),
 // eviction, memory, persistence, min-replicas-to-write, renamed commands and the clock — one line
 // per check with OK / WARN / FAIL and what to do (docs/cli.md, "redlease doctor").
-#include <netdb.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -151,21 +148,6 @@ class report {
 
 bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
 
-// The unlock channel as the library names it: `prefix:{name}`, or `prefix:name` when the name
-// already contains a `{` (src/lock/lock_service.cpp, lock_channel).
-std::string channel_of(std::string_view prefix, std::string_view name) {
-  std::string out(prefix);
-  if (contains(name, "{")) {
-    out += ':';
-    out += name;
-  } else {
-    out += ":{";
-    out += name;
-    out += '}';
-  }
-  return out;
-}
-
 // The latch key of one reentrant release (src/lock/lock_service.cpp, latch_key).
 std::string latch_of(std::string_view name, std::string_view request) {
   std::string out = contains(name, "{") ? "redisson_unlock_latch:" + std::string(name)
@@ -309,59 +291,6 @@ std::string fmt_bytes(long long b) {
 
 // ---- connection failures ----------------------------------------------------------------------
 
-// What the server says to a fresh connection before any AUTH, for a failure whose error carries no
-// words of the server: a server in protected mode (no password, a client from outside the loopback
-// interface) answers "-DENIED Redis is running in protected mode ..." and closes, and the library
-// reports only a lost connection (it keeps the handshake's words for maxclients, LOADING and
-// authentication, not for DENIED). A blocking socket with 1 s timeouts; empty if nothing was read.
-std::string first_words(const config& cfg) {
-  int fd = -1;
-  timeval tv{1, 0};
-  auto arm = [&tv](int s) {
-    ::setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);  // also bounds connect() on Linux
-    ::setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  };
-  if (!cfg.unix_socket.empty()) {
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    if (cfg.unix_socket.size() >= sizeof sa.sun_path) return {};
-    std::memcpy(sa.sun_path, cfg.unix_socket.c_str(), cfg.unix_socket.size() + 1);
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return {};
-    arm(fd);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-      ::close(fd);
-      return {};
-    }
-  } else {
-    addrinfo hints{};
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(cfg.host.c_str(), std::to_string(cfg.port).c_str(), &hints, &res) != 0) return {};
-    for (addrinfo* a = res; a && fd < 0; a = a->ai_next) {
-      fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (fd < 0) continue;
-      arm(fd);
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-        ::close(fd);
-        fd = -1;
-      }
-    }
-    ::freeaddrinfo(res);
-    if (fd < 0) return {};
-  }
-  static const char ping[] = "*1\r\n$4\r\nPING\r\n";
-  (void)!::send(fd, ping, sizeof ping - 1, MSG_NOSIGNAL);
-  char buf[512];
-  ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-  ::close(fd);
-  if (n <= 0) return {};
-  std::string_view got(buf, static_cast<std::size_t>(n));
-  got = got.substr(0, got.find('\n'));
-  if (!got.empty() && got.back() == '\r') got.remove_suffix(1);
-  return std::string(got);
-}
-
 // ---- the checks -------------------------------------------------------------------------------
 
 // 1. Connectivity and authentication; false if the server cannot be used at all.
@@ -392,22 +321,15 @@ bool check_connectivity(client& c, context& cx, report& r) {
     auto code = e.code();
     // (A peer that is not Redis: its bytes are no server's words.)
     std::string advice = code == errc::protocol_error ? std::string() : advice_for(cx, code, words);
-    std::string greeting;
-    bool no_reply = code == errc::connection_lost || code == errc::connect_failed || code == errc::connect_timeout;
-    if (words.empty() && no_reply) greeting = first_words(cx.cfg);
-    if (greeting.size() > 1 && greeting[0] == '-' && !contains(greeting, "NOAUTH")) {
+    if (contains(words, "DENIED") || contains(words, "protected mode")) {
       // DENIED's text is a page long: its first sentence says it.
-      if (auto end = greeting.find(". "); greeting.size() > 160 && end != std::string::npos) greeting.resize(end + 1);
-      detail += "; the server answers a new connection with: " + greeting.substr(1);
-      if (contains(greeting, "DENIED") || contains(greeting, "protected mode"))
-        advice = "the server is in protected mode (no password, and this client is not on its loopback interface): "
-                 "set a password (requirepass, or an ACL user) and connect with it, or bind it to trusted "
-                 "interfaces only and set protected-mode no";
-      else if (advice.empty())
-        advice = advice_for(cx, {}, greeting);
+      if (auto end = detail.find(". "); end != std::string::npos && detail.size() > 160) detail.resize(end + 1);
+      advice = "the server is in protected mode (no password, and this client is not on its loopback interface): "
+               "set a password (requirepass, or an ACL user) and connect with it, or bind it to trusted "
+               "interfaces only and set protected-mode no";
     }
     if (!advice.empty()) {
-      // said above: the server's words or its greeting name the cause
+      // said above: the server's words name the cause
     } else if (code == errc::auth_failed) {
       advice = "check the password ($REDLEASE_PASSWORD, or the URL) and the user (redis://USER:PASSWORD@host); the "
                "user must be `on` (ACL LIST)";

@@ -28,21 +28,6 @@ std::string json_string(std::string_view s) {
   return out;
 }
 
-// The unlock channel, as the library names it: `prefix:{name}`, or `prefix:name` when the name
-// already contains a `{` (so the channel shares the key's cluster slot).
-std::string channel_of(std::string_view prefix, std::string_view name) {
-  std::string out(prefix);
-  if (name.find('{') != std::string_view::npos) {
-    out += ':';
-    out += name;
-  } else {
-    out += ":{";
-    out += name;
-    out += '}';
-  }
-  return out;
-}
-
 struct holder {
   std::string owner;  // Redisson field "<client uuid>:<thread id>", or the mutex token
   std::string count;  // hold count as stored

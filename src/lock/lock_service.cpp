@@ -439,7 +439,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
-  if (!w->how.use_backoff && !refused_channels_.empty() && refused_channels_.count(lock_channel(w->name, w->kind)) != 0) {
+  if (!w->how.use_backoff && !refused_channels_.empty() && channel_refused_lately(lock_channel(w->name, w->kind))) {
     w->how = wait_strategy::backoff(ms(10), ms(500));
     w->next_delay = w->how.initial;
   }
@@ -492,11 +492,31 @@ void lock_service::channel_refused(channel_entry& ch, std::error_code ec, const 
                           "): waiters fall back to polling with backoff; grant the channel (&" + ch.channel +
                           ") to wake them at once (docs/deployment.md)");
   }
-  refused_channels_.insert(ch.channel);
   std::vector<std::shared_ptr<waiter>> ws;
   for (auto* w : ch.waiters)
     if (!w->finished) ws.push_back(w->shared_from_this());
+  if (ch.keyspace) {
+    // Only the keyspace events are refused: the waiters keep their unlock channel and poll at the
+    // cap for a holder that does not publish, as when keyspace events are off.
+    keyspace_ = keyspace::off;
+    for (auto& w : ws) {
+      w->poll_capped = true;
+      leave_channel(*w, ch);
+      if (!w->trying) waiter_sleep(w, std::nullopt);
+    }
+    return;
+  }
+  // Remembered for a while (a grant may come later), so that new waiters on it poll from the start.
+  refused_channels_[ch.channel] = clock::now();
   for (auto& w : ws) fall_back_to_backoff(w);
+}
+
+bool lock_service::channel_refused_lately(const std::string& channel) {
+  auto it = refused_channels_.find(channel);
+  if (it == refused_channels_.end()) return false;
+  if (clock::now() - it->second < std::chrono::minutes(1)) return true;
+  refused_channels_.erase(it);
+  return false;
 }
 
 void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
@@ -506,6 +526,16 @@ void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
   }
   leave_channels(*w);
   if (!w->trying) waiter_sleep(w, std::nullopt);
+}
+
+void lock_service::leave_channel(waiter& w, channel_entry& e) {
+  std::erase(w.channels, &e);
+  e.waiters.remove(&w);
+  if (e.waiters.empty()) {
+    std::string ch = e.channel;
+    c_.sub().remove(ch, &e);
+    channels_.erase(ch);
+  }
 }
 
 void lock_service::leave_channels(waiter& w) {

@@ -140,6 +140,8 @@ class lock_service {
   void leave_channels(waiter& w);
   void channel_refused(channel_entry& ch, std::error_code ec, const std::string& text);
   void fall_back_to_backoff(const std::shared_ptr<waiter>& w);
+  void leave_channel(waiter& w, channel_entry& e);
+  bool channel_refused_lately(const std::string& channel);
   void wake(channel_entry& ch, bool all);
   void with_keyspace_state(unique_function<void()> then);
 
@@ -164,7 +166,8 @@ class lock_service {
   bool closed_ = false;
   enum class probe { unknown, yes, no } allow_oom_ = probe::unknown;
   bool subscribe_refusal_reported_ = false;
-  std::unordered_set<std::string> refused_channels_;  // SUBSCRIBE refused: waiters on them poll
+  // SUBSCRIBE refused, and when: new waiters on them poll for a minute, then try again.
+  std::unordered_map<std::string, clock::time_point> refused_channels_;
   std::string field_scratch_;
 };
 

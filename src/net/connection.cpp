@@ -183,6 +183,8 @@ void connection::on_handshake_reply(std::error_code ec, reply& r) {
     else if (starts_with(r.str, "ERR DB index") || starts_with(r.str, "ERR invalid DB")) fatal = errc::select_failed;
     // CLIENT SETNAME may be forbidden by ACL or renamed away; that is not worth failing for.
     else if (mapped == errc::server_full || mapped == errc::server_loading || mapped == errc::server_busy) fatal = mapped;
+    // Protected mode: the server refuses clients from other addresses, and says how to fix it.
+    else if (starts_with(r.str, "DENIED")) fatal = errc::connect_failed;
     if (fatal && (!handshake_error_ || fatal == errc::auth_failed)) {
       handshake_error_ = fatal;
       handshake_text_ = r.str;

@@ -22,24 +22,6 @@
 namespace redlease::test {
 namespace {
 
-// Collects what config::on_error is told.
-struct error_log {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::function<void(const background_error&)> hook() {
-    return [this](const background_error& e) {
-      std::lock_guard<std::mutex> g(mu);
-      lines.push_back(std::string(e.source) + ": " + e.message);
-    };
-  }
-  bool has(const std::string& text) {
-    std::lock_guard<std::mutex> g(mu);
-    for (auto& l : lines)
-      if (l.find(text) != std::string::npos) return true;
-    return false;
-  }
-};
-
 class hardening : public lock_fixture {
  protected:
   config cfg_with(error_log& log) {

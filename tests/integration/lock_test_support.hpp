@@ -4,6 +4,9 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "redis_fixture.hpp"
@@ -28,6 +31,26 @@ inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseco
 inline long long ms_since(steady::time_point t0) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
 }
+
+/// Collects what `config::on_error` is told, from any thread.
+struct error_log {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  std::function<void(const background_error&)> hook() {
+    return [this](const background_error& e) {
+      std::lock_guard<std::mutex> g(mu);
+      lines.push_back(std::string(e.source) + ": " + e.message);
+    };
+  }
+  /// How many lines contain `text`.
+  std::size_t count(const std::string& text) {
+    std::lock_guard<std::mutex> g(mu);
+    std::size_t n = 0;
+    for (auto& l : lines) n += l.find(text) != std::string::npos;
+    return n;
+  }
+  bool has(const std::string& text) { return count(text) > 0; }
+};
 
 /// A fixture with a server and a client factory with short timeouts.
 class lock_fixture : public redis_fixture {

@@ -47,23 +47,6 @@ cli_result run_cli(const std::string& args, const std::string& env = "") {
   return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, text.str()};
 }
 
-struct error_log {
-  std::mutex mu;
-  std::vector<std::string> lines;
-  std::function<void(const background_error&)> hook() {
-    return [this](const background_error& e) {
-      std::lock_guard<std::mutex> g(mu);
-      lines.push_back(std::string(e.source) + ": " + e.message);
-    };
-  }
-  std::size_t count(const std::string& text) {
-    std::lock_guard<std::mutex> g(mu);
-    std::size_t n = 0;
-    for (auto& l : lines) n += l.find(text) != std::string::npos;
-    return n;
-  }
-};
-
 class server_settings : public lock_fixture {
  protected:
   void add_user(const std::string& name, const std::vector<std::string>& rules) {
