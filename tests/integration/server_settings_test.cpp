@@ -170,6 +170,15 @@ TEST_F(server_settings, UserWithoutScriptingFailsAtOnceWithTheServersWords) {
   EXPECT_EQ(ec, errc::no_permission);
   EXPECT_LT(ms_since(t0), 1000);
   EXPECT_NE(last_error_text().find("evalsha"), std::string::npos) << last_error_text();
+  // An async completion carries the words to its handler's thread, for the handler's duration.
+  std::promise<std::pair<std::error_code, std::string>> seen;
+  l.async_try_lock(c.new_owner(), 0ms, [&](std::error_code e, bool) { seen.set_value({e, last_error_text()}); });
+  auto [aec, words] = seen.get_future().get();
+  EXPECT_EQ(aec, errc::no_permission);
+  EXPECT_NE(words.find("evalsha"), std::string::npos) << words;
+  // A later success on this thread clears them.
+  c.ping();
+  EXPECT_TRUE(last_error_text().empty());
 }
 
 // ---- renamed commands -----------------------------------------------------------------------------

@@ -325,5 +325,58 @@ TEST(RespRoundTrip, EncodedCommandDecodesAsArrayOfBulks) {
   for (auto& e : r.elements) EXPECT_EQ(e.type, kind::string);
 }
 
+
+// ---- bounds: memory follows the bytes received ----------------------------------------------------
+
+TEST(RespBounds, DeclaredLengthsAreNotAllocations) {
+  resp_reader rd;
+  const std::string hdr = "*4000000\r\n:1\r\n";  // within the element bound, but only one element sent
+  ASSERT_TRUE(rd.feed(hdr.data(), hdr.size()));
+  reply r;
+  EXPECT_EQ(rd.next(r), resp_reader::status::incomplete);
+  EXPECT_LT(rd.buffered(), 64u);
+  const std::string bulk = "$400000000\r\nabc";  // 400 MB declared, 3 bytes sent
+  resp_reader rb;
+  ASSERT_TRUE(rb.feed(bulk.data(), bulk.size()));
+  EXPECT_EQ(rb.next(r), resp_reader::status::incomplete);
+  EXPECT_LT(rb.buffered(), 64u);
+}
+
+TEST(RespBounds, OverTheBoundsIsAnErrorAtOnce) {
+  resp_limits lim;
+  lim.max_depth = 4;
+  lim.max_elements = 10;
+  lim.max_bulk = 100;
+  auto fails = [&](const std::string& bytes) {
+    resp_reader rd(lim);
+    if (!rd.feed(bytes.data(), bytes.size())) return true;
+    reply r;
+    auto st = rd.next(r);
+    return st == resp_reader::status::error && !rd.error_text().empty();
+  };
+  EXPECT_TRUE(fails("*11\r\n"));                          // declared more than the element bound
+  EXPECT_TRUE(fails("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"));  // nested deeper than 4
+  EXPECT_TRUE(fails("$101\r\n"));                         // a bulk over the limit
+  EXPECT_TRUE(fails("$-2\r\n"));
+  EXPECT_TRUE(fails(":12x\r\n"));
+  EXPECT_TRUE(fails("H"));                                 // not a type byte: no need to wait for a line
+  EXPECT_TRUE(fails(std::string("\x15\x03\x03", 3)));    // a TLS record
+  EXPECT_FALSE(fails("*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"));  // depth 4 is fine
+  EXPECT_FALSE(fails("*9\r\n"));                          // incomplete, not an error
+}
+
+TEST(RespBounds, ErrorTextShowsThePeersFirstBytesEscaped) {
+  resp_reader rd;
+  const std::string http = "HTTP/1.1 400 Bad Request\r\n\r\n";
+  ASSERT_TRUE(rd.feed(http.data(), http.size()));
+  reply r;
+  ASSERT_EQ(rd.next(r), resp_reader::status::error);
+  EXPECT_NE(rd.error_text().find("\"HTTP/1.1 400 Bad Request\\r\\n\\r\\n\""), std::string::npos) << rd.error_text();
+  EXPECT_FALSE(rd.feed(":1\r\n", 4)) << "a broken stream stays broken until reset";
+  rd.reset();
+  ASSERT_TRUE(rd.feed(":1\r\n", 4));
+  EXPECT_EQ(rd.next(r), resp_reader::status::reply);
+}
+
 }  // namespace
 }  // namespace redlease::detail

@@ -12,6 +12,8 @@
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 
+#include <string>
+#include <system_error>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -39,6 +41,17 @@ void complete_inline(F&& f) {
   complete_inline_now = false;
 }
 
+/// The current error text when the completion carries an error (its first argument), else empty.
+template <class... Args>
+std::string words_of(const Args&... args) {
+  if constexpr (sizeof...(Args) > 0) {
+    const auto& first = std::get<0>(std::forward_as_tuple(args...));
+    if constexpr (std::is_same_v<std::decay_t<decltype(first)>, std::error_code>)
+      if (first) return error_text_slot();
+  }
+  return {};
+}
+
 /// Type-erases `handler` for a completion signature `void(Args...)`. The returned function may be
 /// called on any thread; the handler is always *posted* to its associated executor (`fallback`, the
 /// client's, if it has none), never run inline: so it never runs inside its initiating function,
@@ -50,9 +63,9 @@ unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& 
   using handler_type = std::decay_t<Handler>;
   auto work = asio::make_work_guard(handler, fallback);
   return [h = std::forward<Handler>(handler), work = std::move(work), clear_slot](Args... args) mutable {
-    // The error's words (redlease::last_error_text) travel with the completion to its thread.
-    auto run = [h = std::move(h), clear_slot, t = std::make_tuple(std::move(args)...),
-                text = error_text_slot()]() mutable {
+    // The error's words (redlease::last_error_text) travel with an error's completion to its thread.
+    auto run = [text = words_of(args...), h = std::move(h), clear_slot,
+                t = std::make_tuple(std::move(args)...)]() mutable {
       if (clear_slot) asio::get_associated_cancellation_slot(h).clear();
       if (text.empty()) {
         std::apply([&](auto&&... a) { std::move(h)(std::move(a)...); }, std::move(t));
