@@ -243,9 +243,8 @@ void client::ping(std::error_code& ec) {
 
 void client::ping() {
   std::error_code ec;
-  auto r = command({"PING"}, ec);
-  if (!ec && !(r.is_string() && r.str == "PONG")) ec = errc::bad_reply;
-  if (ec) throw error(ec, describe(r, ("client::ping " + impl_->cfg().redacted_url()).c_str()));
+  ping(ec);
+  throw_if(ec, ("client::ping " + impl_->cfg().redacted_url()).c_str());  // with the server's words
 }
 
 // ---- subscriptions -----------------------------------------------------------------------------
@@ -337,9 +336,9 @@ client_stats client::stats() const {
   s.replies = c.replies;
   s.connects = c.connects;
   s.connection_losses = c.connection_losses;
-  s.protocol_errors = c.protocol_errors + impl_->sub().stats().protocol_errors;
   s.stalled_drops = c.stalled_drops;
   auto& p = impl_->sub().stats();
+  s.protocol_errors = c.protocol_errors + p.protocol_errors;
   s.pubsub_commands = p.commands;
   s.pubsub_connects = p.connects;
   s.renew_calls = impl_->renew_calls;

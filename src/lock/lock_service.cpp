@@ -346,6 +346,7 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
                                const std::shared_ptr<lost_slot>& slot) {
   auto it = holds_.find(key{name, owner});
   std::shared_ptr<hold> h;
+  bool fresh = false;
   if (it != holds_.end() && !(*it)->lost) {
     h = *it;
   } else {
@@ -355,16 +356,17 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     h->owner = owner;
     h->kind = kind;
     if (kind == lock_kind::mutex) h->token = id;
-    std::lock_guard<std::mutex> g(view_mu_);
-    holds_.insert(h);
-    ++c_.held_locks;
+    fresh = true;
   }
   if (slot) h->slot = slot;
   h->levels.push_back(lease);
   {
+    // One short lock per acquisition for what the local view reads: the set and the deadline.
     std::lock_guard<std::mutex> g(view_mu_);
+    if (fresh) holds_.insert(h);
     h->valid_until = sent + lease.value_or(c_.cfg().watchdog_timeout);
   }
+  if (fresh) ++c_.held_locks;
   reschedule(*h);
 }
 
@@ -439,10 +441,8 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
-  if (!w->how.use_backoff && !refused_channels_.empty() && channel_refused_lately(lock_channel(w->name, w->kind))) {
-    w->how = wait_strategy::backoff(ms(10), ms(500));
-    w->next_delay = w->how.initial;
-  }
+  if (!w->how.use_backoff && !refused_channels_.empty() && channel_refused_lately(lock_channel(w->name, w->kind)))
+    poll_instead(*w);
   if (w->how.use_backoff) return waiter_sleep(w, pttl);  // no channel: retries on a schedule
   auto go = [this, w, pttl] {
     if (w->finished) return;
@@ -519,11 +519,15 @@ bool lock_service::channel_refused_lately(const std::string& channel) {
   return false;
 }
 
+// A waiter that cannot be woken by a message retries on the backoff schedule (10 ms doubling to 500 ms).
+void lock_service::poll_instead(waiter& w) {
+  if (w.how.use_backoff) return;
+  w.how = wait_strategy::backoff(ms(10), ms(500));
+  w.next_delay = w.how.initial;
+}
+
 void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
-  if (!w->how.use_backoff) {
-    w->how = wait_strategy::backoff(ms(10), ms(500));
-    w->next_delay = w->how.initial;
-  }
+  poll_instead(*w);
   leave_channels(*w);
   if (!w->trying) waiter_sleep(w, std::nullopt);
 }
@@ -539,15 +543,7 @@ void lock_service::leave_channel(waiter& w, channel_entry& e) {
 }
 
 void lock_service::leave_channels(waiter& w) {
-  for (auto* e : w.channels) {
-    e->waiters.remove(&w);
-    if (e->waiters.empty()) {
-      std::string ch = e->channel;
-      c_.sub().remove(ch, e);
-      channels_.erase(ch);
-    }
-  }
-  w.channels.clear();
+  while (!w.channels.empty()) leave_channel(w, *w.channels.back());
 }
 
 void lock_service::wake(channel_entry& ch, bool all) {
@@ -663,12 +659,10 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
   waiters_.erase(w);
   if (!done) return;
   // An error that is the one the waiter kept (reported later, from a timer) keeps its words.
-  if (ec && ec == w->last_error && !w->last_error_text.empty() && error_text_slot().empty()) {
-    scoped_error_text scope(std::move(w->last_error_text));
-    done(ec, acquired);
-  } else {
-    done(ec, acquired);
-  }
+  std::optional<scoped_error_text> words;
+  if (ec && ec == w->last_error && !w->last_error_text.empty() && error_text_slot().empty())
+    words.emplace(std::move(w->last_error_text));
+  done(ec, acquired);
 }
 
 void lock_service::with_keyspace_state(unique_function<void()> then) {

@@ -140,6 +140,7 @@ class lock_service {
   void leave_channels(waiter& w);
   void channel_refused(channel_entry& ch, std::error_code ec, const std::string& text);
   void fall_back_to_backoff(const std::shared_ptr<waiter>& w);
+  void poll_instead(waiter& w);
   void leave_channel(waiter& w, channel_entry& e);
   bool channel_refused_lately(const std::string& channel);
   void wake(channel_entry& ch, bool all);
