@@ -22,10 +22,10 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
     work_.emplace(own_ctx_->get_executor());
     ex_ = own_ctx_->get_executor();
   }
-  cmd_ = std::make_shared<connection>(ex_, cfg_, "");
-  sub_ = std::make_unique<subscriber>(ex_, cfg_);
+  topo_ = cfg_.sentinel.nodes.empty() ? make_standalone(ex_, cfg_) : make_sentinel(ex_, cfg_);
   locks_ = std::make_unique<lock_service>(*this);
-  cmd_->set_callbacks({[this] { locks_->on_command_connection_up(); }, {}, {}});
+  topo_->set_events({[this] { locks_->on_command_connection_up(); },
+                     [this](const std::string& what) { locks_->on_failover(what); }});
 }
 
 client_impl::~client_impl() {
@@ -51,7 +51,7 @@ void client_impl::start() {
     });
     thread_id_ = thread_.get_id();
   }
-  asio::post(ex_, [self = shared_from_this()] { self->cmd_->start(); });
+  asio::post(ex_, [self = shared_from_this()] { self->topo_->start(); });
 }
 
 bool client_impl::on_io_thread() const noexcept {
@@ -75,8 +75,7 @@ void client_impl::shutdown() noexcept {
     for (auto& [alive, fn] : hooks)
       if (!alive.expired()) fn();
     locks_->close();
-    sub_->close();
-    cmd_->close();
+    topo_->close();
   };
   if (on_io_thread()) {
     close_all();
@@ -87,50 +86,6 @@ void client_impl::shutdown() noexcept {
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever
   // destroys the client joins it. Only a client whose last reference goes on its own thread detaches.
   if (thread_.joinable() && !on_io_thread()) thread_.join();
-}
-
-void client_impl::exec(std::string payload, reply_handler h, bool idempotent) {
-  cmd_->submit_here(request{std::move(payload),
-                            [h = std::move(h)](std::error_code ec, reply r) mutable {
-                              if (!r.is_error()) return h(ec, std::move(r));
-                              if (!ec) ec = error_from_reply_text(r.str);
-                              // The server's words go with the error to whoever completes with it.
-                              scoped_error_text scope(r.str);
-                              h(ec, std::move(r));
-                            },
-                            idempotent});
-}
-
-namespace {
-std::string script_payload(const lua_script& s, const arg_list& args, bool full) {
-  std::string out;
-  out.reserve(args.buf.size() + (full ? s.body.size() : s.sha1.size()) + 32);
-  encode_header(out, args.count + 2);
-  encode_arg(out, full ? std::string_view("EVAL") : std::string_view("EVALSHA"));
-  encode_arg(out, full ? s.body : s.sha1);
-  out.append(args.buf);
-  return out;
-}
-}  // namespace
-
-void client_impl::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent,
-                              bool always_eval) {
-  if (always_eval) return exec(script_payload(s, args, true), std::move(h), idempotent);
-  auto payload = script_payload(s, args, false);
-  cmd_->submit_here(request{
-      std::move(payload),
-      [this, &s, args = std::move(args), h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
-        if (!ec && r.is_error() && r.str.compare(0, 8, "NOSCRIPT") == 0) {
-          // The server forgot the script (restart, failover, SCRIPT FLUSH): EVAL runs and caches it.
-          exec(script_payload(s, args, true), std::move(h), idempotent);
-          return;
-        }
-        if (!r.is_error()) return h(ec, std::move(r));
-        if (!ec) ec = error_from_reply_text(r.str);
-        scoped_error_text scope(r.str);
-        h(ec, std::move(r));
-      },
-      idempotent});
 }
 
 }  // namespace detail
@@ -197,8 +152,9 @@ reply client::command(std::initializer_list<std::string_view> args, std::error_c
     ec = errc::invalid_argument;
     return {};
   }
-  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), p = encode(args)](auto done) mutable {
-    impl->exec(std::move(p), std::move(done));
+  std::string key(args.size() > 1 ? *(args.begin() + 1) : std::string_view{});
+  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
+    impl->exec(key, std::move(p), std::move(done));
   });
 }
 
@@ -207,8 +163,9 @@ reply client::command(const std::vector<std::string>& args, std::error_code& ec)
     ec = errc::invalid_argument;
     return {};
   }
-  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), p = encode(args)](auto done) mutable {
-    impl->exec(std::move(p), std::move(done));
+  std::string key = args.size() > 1 ? args[1] : std::string{};
+  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
+    impl->exec(key, std::move(p), std::move(done));
   });
 }
 
@@ -230,9 +187,10 @@ void client::async_command_impl(std::vector<std::string> args,
                                 detail::unique_function<void(std::error_code, reply)> h) {
   if (args.empty()) return h(errc::invalid_argument, reply{});
   auto p = encode(args);
-  impl_->run_or_fail([impl = impl_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+  std::string key = args.size() > 1 ? std::move(args[1]) : std::string{};
+  impl_->run_or_fail([impl = impl_, key = std::move(key), p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, reply{});
-    impl->exec(std::move(p), std::move(h));
+    impl->exec(key, std::move(p), std::move(h));
   });
 }
 
@@ -285,7 +243,7 @@ void subscription::reset() noexcept {
   // The listener must leave the subscriber on the executor; it stays alive until then.
   // Always posted: called from inside the callback, the state must outlive the call in progress.
   impl->post([st] {
-    if (st->added) st->impl->sub().remove(st->channel, st.get());
+    if (st->added) st->impl->sub(st->channel).remove(st->channel, st.get());
     st->added = false;
   });
 }
@@ -304,8 +262,8 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
     st->confirmed = std::move(done);
     st->added = true;
-    st->impl->sub().start();
-    st->impl->sub().add(st->channel, st.get());
+    st->impl->sub(st->channel).start();
+    st->impl->sub(st->channel).add(st->channel, st.get());
     if (!st->confirmed) return;  // confirmed synchronously (channel already subscribed)
     st->timer = std::make_unique<asio::steady_timer>(st->impl->executor(), timeout);
     std::weak_ptr<subscription::state> weak = st;
@@ -330,17 +288,22 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
 
 client_stats client::stats() const {
   client_stats s;
-  auto& c = impl_->cmd().stats();
-  s.commands = c.commands;
-  s.writes = c.writes;
-  s.replies = c.replies;
-  s.connects = c.connects;
-  s.connection_losses = c.connection_losses;
-  s.stalled_drops = c.stalled_drops;
-  auto& p = impl_->sub().stats();
-  s.protocol_errors = c.protocol_errors + p.protocol_errors;
-  s.pubsub_commands = p.commands;
-  s.pubsub_connects = p.connects;
+  // The topology's set of connections is fixed once it is made; their counters are atomics.
+  impl_->topo().for_each_connection([&s](const detail::connection& conn, bool pubsub) {
+    auto& c = conn.stats();
+    s.protocol_errors += c.protocol_errors;
+    if (pubsub) {
+      s.pubsub_commands += c.commands;
+      s.pubsub_connects += c.connects;
+      return;
+    }
+    s.commands += c.commands;
+    s.writes += c.writes;
+    s.replies += c.replies;
+    s.connects += c.connects;
+    s.connection_losses += c.connection_losses;
+    s.stalled_drops += c.stalled_drops;
+  });
   s.renew_calls = impl_->renew_calls;
   s.renewed_locks = impl_->renewed_locks;
   s.held_locks = impl_->held_locks;

@@ -20,6 +20,7 @@
 #include "net/script.hpp"
 #include "net/subscriber.hpp"
 #include "one_shot.hpp"
+#include "topology/topology.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 
@@ -79,16 +80,22 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     close_hooks_.emplace_back(std::move(alive), std::move(fn));
   }
 
-  // Executor only. `h` gets (ec, reply); an error reply is mapped to its code (the reply is kept).
-  void exec(std::string payload, reply_handler h, bool idempotent = false);
-  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT. `args` holds numkeys, keys and arguments.
-  // The fallback is a new request at the back of the queue: a call that must run before the
-  // requests queued after it (an undo) passes `always_eval` and goes out as EVAL at once.
-  void exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false,
-                   bool always_eval = false);
+  // Executor only: the node that serves `key` (see topology and node for exec and exec_script).
+  node& route(std::string_view key) { return topo_->route(key); }
+  // Executor only. Runs on the node of `key`. `h` gets (ec, reply); an error reply is mapped to its
+  // code (the reply is kept).
+  void exec(std::string_view key, std::string payload, reply_handler h, bool idempotent = false) {
+    route(key).exec(std::move(payload), std::move(h), idempotent);
+  }
+  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT, on the node of `key` (the script's
+  // first key). `args` holds numkeys, keys and arguments.
+  void exec_script(std::string_view key, const lua_script& s, arg_list args, reply_handler h,
+                   bool idempotent = false, bool always_eval = false) {
+    route(key).exec_script(s, std::move(args), std::move(h), idempotent, always_eval);
+  }
 
-  connection& cmd() noexcept { return *cmd_; }
-  subscriber& sub() noexcept { return *sub_; }
+  topology& topo() noexcept { return *topo_; }
+  subscriber& sub(std::string_view channel) { return topo_->sub_for(channel); }
   lock_service& locks() noexcept { return *locks_; }
   std::atomic<std::uint64_t> renew_calls{0};
   std::atomic<std::uint64_t> renewed_locks{0};
@@ -105,8 +112,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   asio::any_io_executor ex_;
   std::thread thread_;
   std::thread::id thread_id_;
-  std::shared_ptr<connection> cmd_;
-  std::unique_ptr<subscriber> sub_;
+  std::unique_ptr<topology> topo_;
   std::unique_ptr<lock_service> locks_;
   std::mutex life_mu_;
   std::atomic<bool> closed_{false};

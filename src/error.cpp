@@ -43,6 +43,9 @@ class category final : public std::error_category {
       case errc::no_replicas: return "the Redis server has fewer replicas than min-replicas-to-write";
       case errc::server_full: return "the Redis server refused the connection: maxclients reached";
       case errc::server_loading: return "the Redis server is loading its dataset";
+      case errc::not_replicated: return "fewer replicas than config::replica_ack acknowledged the write in time";
+      case errc::no_sentinel: return "no Sentinel answered with the master's address";
+      case errc::master_switched: return "the master changed (failover) and the key had not reached the new master";
     }
     return "unknown redlease error";
   }

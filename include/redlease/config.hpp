@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 namespace redlease {
 
@@ -33,6 +34,50 @@ enum class sync_wait_policy {
   latency_first,
   /// Sleep at once; woken once by the I/O thread. The least CPU per call.
   cpu_first,
+};
+
+/// A host and port (a Sentinel's address).
+struct host_port {
+  /// Host name or address.
+  std::string host;
+  /// TCP port.
+  std::uint16_t port = 26379;
+};
+
+/// Where the Sentinels of a Sentinel-managed master are, and how to talk to them. Their credentials
+/// are their own: a Sentinel's `requirepass` is not the data nodes' password.
+struct sentinel_options {
+  /// The Sentinels to ask, in order; more are learnt from them (SENTINEL SENTINELS). Empty: the
+  /// client talks to `config::host` directly (no Sentinel).
+  std::vector<host_port> nodes;
+  /// The master's name as the Sentinels monitor it (`sentinel monitor NAME ...`).
+  std::string master_name;
+  /// ACL user for the Sentinels; empty: `AUTH password`.
+  std::string username;
+  /// The Sentinels' password (their `requirepass`); empty: no AUTH.
+  std::string password;
+  /// Bound on connecting to one Sentinel and on one question to it: the next Sentinel is tried
+  /// after it.
+  std::chrono::milliseconds timeout{500};
+  /// How often the master's address is asked again, besides listening to `+switch-master`: a
+  /// switch that the subscription missed is seen within this interval.
+  std::chrono::milliseconds poll_interval{1000};
+};
+
+/// Replica acknowledgement: every acquisition, renewal and release script is followed, in the same
+/// write, by `WAIT replicas timeout` (Redisson's `checkLockSyncedSlaves`).
+struct replica_ack_options {
+  /// Replicas that must acknowledge. -1 (the default): 1 with a Sentinel-managed master whose ROLE
+  /// lists a replica at connection time, none otherwise (a standalone server's replicas are not
+  /// promoted by anyone, so waiting for them buys a lock nothing). 0: never WAIT.
+  int replicas = -1;
+  /// How long WAIT may wait. WAIT holds up the connection's later commands while it waits, so this
+  /// is short: healthy replicas acknowledge in well under a millisecond on a LAN.
+  std::chrono::milliseconds timeout{500};
+  /// An acquisition that fewer replicas acknowledged is always rolled back. Then: true, retry it
+  /// within the acquisition's wait like any transient refusal (the acquisition fails with
+  /// `errc::not_replicated` if its wait runs out first); false, fail with `errc::not_replicated`.
+  bool retry = true;
 };
 
 /// How and where a `client` connects, and the timing of its locks.
@@ -92,6 +137,12 @@ struct config {
   /// `background_error`). The I/O thread and the connections keep running either way. Empty (the
   /// default): one line on stderr. It must not block; an exception it throws is ignored.
   std::function<void(const background_error&)> on_error;
+
+  /// A Sentinel-managed master (`redis-sentinel://` URLs fill it). With Sentinels set, `host` and
+  /// `port` are ignored: the master's address is asked of the Sentinels before every connection.
+  sentinel_options sentinel;
+  /// Replica acknowledgement of lock writes (see `replica_ack_options`).
+  replica_ack_options replica_ack;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `unix:///path.sock[?db=N]` or
   /// `redis+unix://`, and rejects `rediss://` (TLS) with `errc::tls_not_supported`.

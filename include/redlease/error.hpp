@@ -75,6 +75,16 @@ enum class errc {
   server_full,
   /// The server is loading its dataset (LOADING). Transient.
   server_loading,
+  /// Fewer replicas than `config::replica_ack` asks for acknowledged a write in time (WAIT). An
+  /// acquisition is rolled back first, then retried within its wait (`replica_ack.retry`) or
+  /// reported. A renewal that is not acknowledged counts as failed.
+  not_replicated,
+  /// No Sentinel answered, or none knows the configured master name. The message names each
+  /// Sentinel tried and what it said.
+  no_sentinel,
+  /// The master changed (a Sentinel failover) and the lock's key had not reached the new master:
+  /// the `cause` of a lock lost that way (`lost_info`).
+  master_switched,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.

@@ -119,9 +119,9 @@ void lock_handle::async_force_unlock_impl(bool_handler h) {
 void lock_handle::async_is_locked_impl(bool_handler h) {
   std::string p;
   encode_command(p, {"EXISTS", name_});
-  client_->run_or_fail([c = client_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+  client_->run_or_fail([c = client_, name = name_, p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, false);
-    c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    c->exec(name, std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
       h({}, r.is_integer() && r.integer > 0);
     }, true);
@@ -131,9 +131,9 @@ void lock_handle::async_is_locked_impl(bool_handler h) {
 void lock_handle::async_remaining_ttl_impl(int_handler h) {
   std::string p;
   encode_command(p, {"PTTL", name_});
-  client_->run_or_fail([c = client_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+  client_->run_or_fail([c = client_, name = name_, p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, 0);
-    c->exec(std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    c->exec(name, std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, -2);
       if (!r.is_integer()) return h(errc::bad_reply, -2);
       h({}, r.integer);

@@ -21,14 +21,17 @@ std::string to_string_ms(ms d) { return std::to_string(d.count()); }
 // A refusal that passes: out of memory, too few replicas, busy, loading. An acquisition with a wait
 // retries it with backoff; one without fails at once. Configuration refusals (no_permission,
 // unknown_command) never pass by themselves and fail at once.
-bool refused_for_now(std::error_code ec) {
-  return ec == errc::server_oom || ec == errc::no_replicas || ec == errc::server_busy || ec == errc::server_loading;
+// A grant too few replicas acknowledged (rolled back already) counts as one when the config says
+// to retry it.
+bool refused_for_now(std::error_code ec, const config& cfg) {
+  return ec == errc::server_oom || ec == errc::no_replicas || ec == errc::server_busy || ec == errc::server_loading ||
+         (ec == errc::not_replicated && cfg.replica_ack.retry);
 }
 
 // Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.
-bool transient(std::error_code ec) {
+bool transient(std::error_code ec, const config& cfg) {
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || refused_for_now(ec);
+         ec == errc::connect_timeout || refused_for_now(ec, cfg);
 }
 
 bool valid_duration(ms d, bool allow_zero) {
@@ -244,7 +247,17 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
     a.add(id).add(lease.count());
   }
   auto sent = clock::now();
-  c_.exec_script(*s, std::move(a), [h = std::move(h), sent](std::error_code ec, reply r) mutable {
+  c_.route(name).exec_script_acked(*s, std::move(a), [this, name, kind, owner, id, h = std::move(h), sent](std::error_code ec, reply r) mutable {
+    if (ec == errc::not_replicated && !closed_) {
+      if (!r.is_nil()) return h({}, r.is_integer() ? std::optional<long long>(r.integer) : std::nullopt, sent);
+      // A grant the replicas did not confirm would not survive a failover: give it back (in order,
+      // before any retry), then report it.
+      std::string words = error_text_slot();
+      return undo_acquire(name, kind, owner, id, [h = std::move(h), sent, words = std::move(words)]() mutable {
+        scoped_error_text scope(std::move(words));
+        h(errc::not_replicated, std::nullopt, sent);
+      });
+    }
     if (ec) return h(ec, std::nullopt, sent);
     if (r.is_nil()) return h({}, std::nullopt, sent);
     if (r.is_integer()) return h({}, r.integer, sent);
@@ -267,7 +280,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   if (kind == lock_kind::mutex) {
     // The token is this attempt's alone: delete the key only if it holds it.
     a.add(1LL).add(name).add(lock_channel(name, kind)).add(id);
-    c_.exec_script(lua::mutex_release, std::move(a), std::move(done), false, true);
+    c_.exec_script(name, lua::mutex_release, std::move(a), std::move(done), false, true);
     return;
   }
   // The release script in retry mode with the count the lost acquire would have produced: it
@@ -277,7 +290,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   a.add(2LL).add(name).add(latch_key(name, random_token())).add(lock_channel(name, kind));
   a.add("0").add(c_.cfg().watchdog_timeout.count()).add(scratch_field(owner)).add(before + 1).add("1");
   a.add(latch_ttl().count());
-  exec_release(std::move(a), std::move(done), true);
+  exec_release(name, std::move(a), std::move(done), true);
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -325,7 +338,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
-            if (ec && refused_for_now(ec) && !(w->deadline && clock::now() >= *w->deadline)) {
+            if (ec && refused_for_now(ec, c_.cfg()) && !(w->deadline && clock::now() >= *w->deadline)) {
               w->last_error = ec;
               w->last_error_text = error_text_slot();
               return start_waiter(w, std::nullopt);
@@ -478,7 +491,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   // race with an unlock published before the subscription existed. A later waiter joins a channel
   // that other local waiters already listen on: an unlock published meanwhile woke one of them, and
   // the lock went to someone, so it need not try again before the next message.
-  if (fresh) c_.sub().add(channel, &e);
+  if (fresh) c_.sub(channel).add(channel, &e);
 }
 
 // The server will not let this user subscribe (an ACL without the channel): waiting for a message
@@ -537,7 +550,7 @@ void lock_service::leave_channel(waiter& w, channel_entry& e) {
   e.waiters.remove(&w);
   if (e.waiters.empty()) {
     std::string ch = e.channel;
-    c_.sub().remove(ch, &e);
+    c_.sub(ch).remove(ch, &e);
     channels_.erase(ch);
   }
 }
@@ -609,7 +622,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             if (ec) {
               // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,
               // and report the error if it is still failing then.
-              if (!transient(ec) || past) return finish_waiter(w, ec, false);
+              if (!transient(ec, c_.cfg()) || past) return finish_waiter(w, ec, false);
               w->last_error = ec;
               w->last_error_text = error_text_slot();
               return waiter_sleep(w, std::nullopt);
@@ -672,7 +685,7 @@ void lock_service::with_keyspace_state(unique_function<void()> then) {
   keyspace_ = keyspace::querying;
   std::string cmd;
   encode_command(cmd, {"CONFIG", "GET", "notify-keyspace-events"});
-  c_.exec(std::move(cmd), [this](std::error_code ec, reply r) {
+  c_.exec({}, std::move(cmd), [this](std::error_code ec, reply r) {
     bool on = false;
     if (!ec && r.is_array() && r.elements.size() == 2) {
       const std::string& f = r.elements[1].str;
@@ -725,22 +738,29 @@ bool shebang_refused(const reply& r) {
 
 }  // namespace
 
-void lock_service::exec_release(arg_list a, reply_handler h, bool always_eval) {
-  if (allow_oom_ == probe::no) return c_.exec_script(lua::release, std::move(a), std::move(h), false, always_eval);
+void lock_service::exec_release(const std::string& name, arg_list a, reply_handler h, bool always_eval) {
+  auto& n = c_.route(name);
+  // A release too few replicas acknowledged did run on the master: it stands (there is nothing to
+  // roll back to), and the caller is told it worked.
+  reply_handler done = [h = std::move(h)](std::error_code ec, reply r) mutable {
+    h(ec == errc::not_replicated ? std::error_code{} : ec, std::move(r));
+  };
+  if (allow_oom_ == probe::no) return n.exec_script_acked(lua::release, std::move(a), std::move(done), false, always_eval);
   // The first release probes the flag (no extra round trip): a server that cannot compile it gets
   // the plain script, and so does every later release of this client.
   std::optional<arg_list> copy;
   if (allow_oom_ == probe::unknown) copy = a;
-  c_.exec_script(release_allow_oom(), std::move(a),
-                 [this, copy = std::move(copy), h = std::move(h), always_eval](std::error_code ec, reply r) mutable {
-                   if (copy && shebang_refused(r)) {
-                     allow_oom_ = probe::no;
-                     return c_.exec_script(lua::release, std::move(*copy), std::move(h), false, always_eval);
-                   }
-                   if (copy && !ec) allow_oom_ = probe::yes;
-                   h(ec, std::move(r));
-                 },
-                 false, always_eval);
+  n.exec_script_acked(release_allow_oom(), std::move(a),
+                      [this, &n, copy = std::move(copy), h = std::move(done), always_eval](std::error_code ec,
+                                                                                           reply r) mutable {
+                        if (copy && shebang_refused(r)) {
+                          allow_oom_ = probe::no;
+                          return n.exec_script_acked(lua::release, std::move(*copy), std::move(h), false, always_eval);
+                        }
+                        if (copy && !ec) allow_oom_ = probe::yes;
+                        h(ec, std::move(r));
+                      },
+                      false, always_eval);
 }
 
 void lock_service::release(std::string name, lock_kind kind, owner_id owner, void_handler done) {
@@ -779,8 +799,9 @@ void lock_service::drop_lost_level(hold& h) {
 void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done) {
   arg_list a;
   a.add(1LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->token);
-  c_.exec_script(lua::mutex_release, std::move(a),
+  c_.route(h->name).exec_script_acked(lua::mutex_release, std::move(a),
                  [this, h, attempt_no, done = std::move(done)](std::error_code ec, reply r) mutable {
+                   if (ec == errc::not_replicated) ec.clear();  // it ran on the master: it stands
                    if (release_unknown(ec) && attempt_no < 3 && !closed_ && !h->removed)
                      return release_mutex(std::move(h), attempt_no + 1, std::move(done));
                    if (ec) {
@@ -812,8 +833,9 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
   a.add(2LL).add(name).add(latch_key(name, request)).add(lock_channel(name, lock_kind::reentrant));
   a.add("0").add(lease.count()).add(scratch_field(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
   a.add(latch_ttl().count());
+  std::string route_key = name;
   exec_release(
-      std::move(a),
+      route_key, std::move(a),
       [this, h, name = std::move(name), owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
         if (release_unknown(ec) && attempt_no < 3 && !closed_) {
@@ -867,7 +889,7 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
   if (name.empty()) return done(errc::invalid_argument, false);
   arg_list a;
   a.add(1LL).add(name).add(lock_channel(name, kind)).add("0");
-  c_.exec_script(lua::force_unlock, std::move(a),
+  c_.exec_script(name, lua::force_unlock, std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
                    if (!r.is_integer()) return done(errc::bad_reply, false);
@@ -886,7 +908,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
   std::string cmd;
   if (kind == lock_kind::reentrant) {
     encode_command(cmd, {"HGET", name, field_of(owner)});
-    c_.exec(std::move(cmd), [done = std::move(done)](std::error_code ec, reply r) mutable {
+    c_.exec(name, std::move(cmd), [done = std::move(done)](std::error_code ec, reply r) mutable {
       if (ec) return done(ec, 0);
       if (r.is_nil()) return done({}, 0);
       long long v = 0;
@@ -899,7 +921,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
   hold* h = find(name, owner);
   std::string token = h ? h->token : std::string{};
   encode_command(cmd, {"GET", name});
-  c_.exec(std::move(cmd), [token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
+  c_.exec(name, std::move(cmd), [token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
     if (ec) return done(ec, 0);
     done({}, (!token.empty() && r.is_string() && r.str == token) ? 1 : 0);
   }, true);
@@ -928,13 +950,26 @@ void lock_service::on_watchdog_timer() {
     batch.push_back(static_cast<hold*>(e)->shared_from_this());
   }
   for (auto* e : due.expired) mark_lost(*static_cast<hold*>(e), lost_reason::expired);
-  if (!batch.empty()) send_renewals(std::move(batch));
+  if (!batch.empty()) send_renewals(std::move(batch), {});
   arm_watchdog();
 }
 
-void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
+void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const renew_context& ctx) {
+  // One script call touches keys of one batch id only (a cluster: one slot); in a deployment with
+  // one master they all share id 0 and this is one pass.
+  auto& topo = c_.topo();
+  std::uint64_t first = all.empty() ? 0 : topo.batch_id(all.front()->name);
+  bool mixed = false;
+  for (auto& h : all) mixed = mixed || topo.batch_id(h->name) != first;
+  if (mixed) {
+    std::unordered_map<std::uint64_t, std::vector<std::shared_ptr<hold>>> groups;
+    for (auto& h : all) groups[topo.batch_id(h->name)].push_back(std::move(h));
+    for (auto& [id, group] : groups) send_renewals(std::move(group), ctx);
+    return;
+  }
   const std::size_t per_call = std::max<std::size_t>(1, c_.cfg().watchdog_batch_size);
-  std::string lease = to_string_ms(c_.cfg().watchdog_timeout);
+  // Verification (a fixed lease after a failover) checks ownership without touching the lease.
+  std::string lease = ctx.verify_only ? std::string("0") : to_string_ms(c_.cfg().watchdog_timeout);
   for (std::size_t start = 0; start < all.size(); start += per_call) {
     std::size_t n = std::min(per_call, all.size() - start);
     std::vector<std::shared_ptr<hold>> batch(all.begin() + static_cast<std::ptrdiff_t>(start),
@@ -964,53 +999,101 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all) {
     }
     auto sent = clock::now();
     ++c_.renew_calls;
-    c_.exec_script(lua::renew, std::move(a),
-                   [this, batch = std::move(batch), sent](std::error_code ec, reply r) {
-                     if (closed_) return;
-                     // The reply lists failures only: pairs {1-based index, code}.
-                     std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
-                     if (!ec && r.is_array()) {
-                       for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {
-                         auto i = r.elements[k].integer;
-                         if (i >= 1 && static_cast<std::size_t>(i) <= batch.size())
-                           code[static_cast<std::size_t>(i - 1)] = r.elements[k + 1].integer;
-                       }
-                     }
-                     auto now = clock::now();
-                     ms retry = std::max<ms>(interval_ / 4, ms(5));
-                     // Why this call failed, kept per hold until it renews, so that a loss at the
-                     // deadline names the cause (NOREPLICAS, OOM, a changed password, ...).
-                     std::error_code why = ec ? ec : (!r.is_array() ? std::error_code(errc::bad_reply) : std::error_code{});
-                     for (std::size_t i = 0; i < batch.size(); ++i) {
-                       auto& h = *batch[i];
-                       h.in_flight = false;
-                       if (h.removed || h.lost) continue;
-                       long long res = code[i];
-                       if (res != 1 && why) renew_errors_[&h] = {why, error_text_slot()};
-                       if (res == 1) {
-                         if (!renew_errors_.empty()) renew_errors_.erase(&h);
-                         ++c_.renewed_locks;
-                         {
-                           std::lock_guard<std::mutex> g(view_mu_);
-                           h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
-                         }
-                         reschedule(h);
-                       } else if (res == 0) {
-                         mark_lost(h, lost_reason::deleted);
-                       } else if (res == 2 || res == 3) {
-                         mark_lost(h, lost_reason::taken);
-                       } else if (now >= h.valid_until) {
-                         mark_lost(h, lost_reason::expired);
-                       } else {
-                         // The renewal failed (timeout, reconnect, script error): try again soon, and
-                         // declare the lock lost when its deadline passes unrenewed.
-                         schedule_.add(&h, std::min(h.valid_until, now + retry));
-                       }
-                     }
-                     arm_watchdog();
-                   },
-                   true);
+    c_.route(batch.front()->name)
+        .exec_script_acked(lua::renew, std::move(a),
+                           [this, batch = std::move(batch), sent, ctx](std::error_code ec, reply r) {
+                             on_renewed(batch, sent, ctx, ec, r);
+                           },
+                           true);
   }
+}
+
+void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent,
+                              const renew_context& ctx, std::error_code ec, const reply& r) {
+  if (closed_) return;
+  // The reply lists failures only: pairs {1-based index, code}. A renewal too few replicas
+  // acknowledged counts as failed: a failover could lose it.
+  std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
+  if (!ec && r.is_array()) {
+    for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {
+      auto i = r.elements[k].integer;
+      if (i >= 1 && static_cast<std::size_t>(i) <= batch.size())
+        code[static_cast<std::size_t>(i - 1)] = r.elements[k + 1].integer;
+    }
+  }
+  auto now = clock::now();
+  ms retry = std::max<ms>(interval_ / 4, ms(5));
+  // Why this call failed, kept per hold until it renews, so that a loss at the deadline names the
+  // cause (NOREPLICAS, OOM, a changed password, ...).
+  std::error_code why = ec ? ec : (!r.is_array() ? std::error_code(errc::bad_reply) : std::error_code{});
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    auto& h = *batch[i];
+    if (!ctx.verify_only) h.in_flight = false;
+    if (h.removed || h.lost) continue;
+    long long res = code[i];
+    if (res != 1 && why) renew_errors_[&h] = {why, error_text_slot()};
+    // The key did not make it to the new master: the failover cost this hold. (A check retried
+    // after the failover, within an interval of it, tells the same story.)
+    const std::string& failover = !ctx.failover.empty() || now - failover_at_ > interval_ ? ctx.failover : failover_;
+    if ((res == 0 || res == 2) && !failover.empty())
+      renew_errors_[&h] = {errc::master_switched, failover + "; the lock's key was not on the new master"};
+    if (res == 1) {
+      if (!renew_errors_.empty()) renew_errors_.erase(&h);
+      if (ctx.verify_only) continue;
+      ++c_.renewed_locks;
+      {
+        std::lock_guard<std::mutex> g(view_mu_);
+        h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
+      }
+      reschedule(h);
+    } else if (res == 0) {
+      mark_lost(h, lost_reason::deleted);
+    } else if (res == 2 || res == 3) {
+      mark_lost(h, lost_reason::taken);
+    } else if (now >= h.valid_until) {
+      mark_lost(h, lost_reason::expired);
+    } else if (ctx.verify_only) {
+      // Not verified (the new master not reachable yet): try again soon; the deadline stands.
+      verify_later(batch[i], ctx);
+    } else {
+      // The renewal failed (timeout, reconnect, script error): try again soon, and declare the
+      // lock lost when its deadline passes unrenewed.
+      schedule_.add(&h, std::min(h.valid_until, now + retry));
+    }
+  }
+  arm_watchdog();
+}
+
+// After a failover nothing is known of any hold until the new master is asked: every hold is
+// checked at once, not at its next renewal. A watchdog hold is renewed (which checks it); a
+// fixed-lease hold is only checked (its lease is its owner's choice).
+void lock_service::on_failover(const std::string& what) {
+  if (closed_) return;
+  failover_ = what;
+  failover_at_ = clock::now();
+  renew_context renew{what, false};
+  renew_context verify{what, true};
+  std::vector<std::shared_ptr<hold>> renewable, fixed;
+  for (auto& h : holds_) {
+    if (h->lost || h->removed) continue;
+    if (h->renewable) {
+      h->in_flight = true;
+      renewable.push_back(h);
+    } else {
+      fixed.push_back(h);
+    }
+  }
+  if (!renewable.empty()) send_renewals(std::move(renewable), renew);
+  if (!fixed.empty()) send_renewals(std::move(fixed), verify);
+  // Waiters hear of it when the pub/sub connection comes back on the new master (they retry then).
+}
+
+void lock_service::verify_later(std::shared_ptr<hold> h, const renew_context& ctx) {
+  auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(interval_ / 4, ms(5)));
+  t->async_wait([this, t, h = std::move(h), ctx](std::error_code ec) {
+    if (ec || closed_ || h->lost || h->removed) return;
+    send_renewals({h}, ctx);
+  });
 }
 
 void lock_service::close() {

@@ -79,6 +79,8 @@ class lock_service {
   local_view view(std::string_view name, owner_id owner, bool want_token);
 
   void on_command_connection_up();
+  /// The master changed (topology_events::on_failover): checks every hold on the new one at once.
+  void on_failover(const std::string& what);
   void close();
 
  private:
@@ -122,14 +124,22 @@ class lock_service {
   void reschedule(hold& h);
   void arm_watchdog();
   void on_watchdog_timer();
-  void send_renewals(std::vector<std::shared_ptr<hold>> batch);
+  // A batch of renewals: a watchdog tick, or the check of every hold after a failover.
+  struct renew_context {
+    std::string failover;      // what happened, when this checks holds after a failover
+    bool verify_only = false;  // check ownership, leave the lease (fixed-lease holds)
+  };
+  void send_renewals(std::vector<std::shared_ptr<hold>> batch, const renew_context& ctx);
+  void on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent, const renew_context& ctx,
+                  std::error_code ec, const reply& r);
+  void verify_later(std::shared_ptr<hold> h, const renew_context& ctx);
   void release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done);
   void drop_lost_level(hold& h);
   void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
                          long long expected, std::string request, void_handler done);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
-  void exec_release(arg_list a, reply_handler h, bool always_eval = false);
+  void exec_release(const std::string& name, arg_list a, reply_handler h, bool always_eval = false);
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);
@@ -170,6 +180,8 @@ class lock_service {
   // SUBSCRIBE refused, and when: new waiters on them poll for a minute, then try again.
   std::unordered_map<std::string, clock::time_point> refused_channels_;
   std::string field_scratch_;
+  std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
+  clock::time_point failover_at_{};
 };
 
 }  // namespace redlease::detail

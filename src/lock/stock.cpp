@@ -40,9 +40,9 @@ void segmented_stock::async_try_take_impl(long long n, detail::unique_function<v
   if (n <= 0) return h(errc::invalid_argument, false);
   auto a = keys_of(*this);
   a.add(n).add(static_cast<long long>(next_start.fetch_add(1, std::memory_order_relaxed) % segments_));
-  client_->run_or_fail([c = client_, a = std::move(a), h = std::move(h)](bool closed) mutable {
+  client_->run_or_fail([c = client_, key = segment_key(0), a = std::move(a), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, false);
-    c->exec_script(detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    c->exec_script(key, detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
       if (!r.is_integer()) return h(errc::bad_reply, false);
       h({}, r.integer > 0);
@@ -68,8 +68,8 @@ void segmented_stock::init(long long total, std::error_code& ec) {
   }
   auto a = keys_of(*this);
   a.add(total);
-  detail::sync_call<bool>(*client_, ec, [c = client_.get(), a = std::move(a)](auto done) mutable {
-    c->exec_script(detail::lua::stock_init, std::move(a),
+  detail::sync_call<bool>(*client_, ec, [c = client_.get(), key = segment_key(0), a = std::move(a)](auto done) mutable {
+    c->exec_script(key, detail::lua::stock_init, std::move(a),
                    [done = std::move(done)](std::error_code e, reply) mutable { done(e, !e); });
   });
 }
@@ -95,7 +95,7 @@ stock_sum sum_segments(const segmented_stock& s, detail::client_impl& c, std::er
   detail::encode_arg(p, std::string_view("MGET"));
   for (std::size_t i = 0; i < s.segments(); ++i) detail::encode_arg(p, s.segment_key(i));
   return detail::sync_call<stock_sum>(c, ec, [&s, c = &c, p = std::move(p)](auto done) mutable {
-    c->exec(std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
+    c->exec(s.segment_key(0), std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
       if (e) return done(e, stock_sum{});
       if (!r.is_array()) return done(errc::bad_reply, stock_sum{});
       stock_sum out;

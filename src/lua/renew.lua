@@ -1,5 +1,5 @@
 -- Watchdog: renew a batch of locks in one call.
--- KEYS[i] lock names; ARGV[1] lease in ms; ARGV[2] one letter per key: "h" a reentrant hash (ARGV[i+2]
+-- KEYS[i] lock names; ARGV[1] lease in ms ("0": check ownership only, leave the lease); ARGV[2] one letter per key: "h" a reentrant hash (ARGV[i+2]
 -- is the owner field), "s" a mutex string (ARGV[i+2] is the token). An empty ARGV[i+2] repeats the
 -- previous key's id: one owner holding many locks sends its field once per call.
 -- Returns only the failures, as a flat array of pairs {i, code}: 0 key gone, 2 held by another
@@ -21,7 +21,7 @@ for i = 1, #KEYS do
     mine = redis.pcall('get', key) == id
   end
   if mine then
-    redis.call('pexpire', key, lease)
+    if lease ~= '0' then redis.call('pexpire', key, lease) end
   else
     local t = redis.call('type', key).ok
     local code = 2

@@ -35,6 +35,11 @@ std::error_code open_cloexec(asio::generic::stream_protocol::socket& sock,
 
 }  // namespace
 
+std::string to_string(const node_address& a) {
+  bool v6 = a.host.find(':') != std::string::npos;
+  return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
+}
+
 std::error_code error_from_reply_text(std::string_view t) {
   auto has = [&](std::string_view p) { return t.find(p) != std::string_view::npos; };
   if (starts_with(t, "WRONGTYPE")) return errc::wrong_type;
@@ -97,6 +102,17 @@ void connection::connect_attempt() {
     attempt_failed(errc::connect_timeout);
   });
 
+  if (cb_.resolve) {
+    state_ = state::resolving;
+    cb_.resolve([this, self, gen](std::error_code ec, std::string text, node_address a) {
+      if (gen != gen_ || state_ != state::resolving) return;
+      if (ec) return attempt_failed(ec, std::move(text));
+      addr_ = std::move(a);
+      connect_to(addr_, gen);
+    });
+    return;
+  }
+
   if (!cfg_.unix_socket.empty()) {
     state_ = state::connecting;
     asio::generic::stream_protocol::endpoint ep{asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
@@ -108,12 +124,17 @@ void connection::connect_attempt() {
     });
     return;
   }
+  addr_ = node_address{cfg_.host, cfg_.port};
+  connect_to(addr_, gen);
+}
 
+void connection::connect_to(const node_address& a, std::uint64_t gen) {
   state_ = state::resolving;
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
   resolver->async_resolve(
-      cfg_.host, std::to_string(cfg_.port),
-      [this, self, gen, resolver](std::error_code ec, asio::ip::tcp::resolver::results_type results) {
+      a.host, std::to_string(a.port),
+      [this, self = shared_from_this(), gen, resolver](std::error_code ec,
+                                                       asio::ip::tcp::resolver::results_type results) {
         if (gen != gen_ || state_ != state::resolving) return;
         if (ec || results.empty()) return attempt_failed(errc::connect_failed);
         state_ = state::connecting;
@@ -164,6 +185,10 @@ void connection::on_connected(std::uint64_t gen) {
   // SETNAME doubles as the probe that tells us a password is required (NOAUTH).
   if (!client_name_.empty()) push({"CLIENT", "SETNAME", client_name_});
   else push({"PING"});
+  if (require_master_) {
+    push({"ROLE"});
+    hs.back().role = true;
+  }
   handshake_pending_ = static_cast<int>(hs.size());
   handshake_error_.clear();
   handshake_text_.clear();
@@ -175,8 +200,35 @@ void connection::on_connected(std::uint64_t gen) {
   start_write();
 }
 
-void connection::on_handshake_reply(std::error_code ec, reply& r) {
-  if (!ec && r.is_error()) {
+// ROLE's first element names what the server is now: only a master takes our writes. (A node the
+// resolver named may have been demoted since, or the Sentinels' answer may lag.)
+bool connection::check_role(reply& r) {
+  if (r.is_error()) {
+    // An ACL without +role, or a proxy without the command: go on unchecked, saying so once.
+    if (!role_refusal_reported_) {
+      role_refusal_reported_ = true;
+      report_background(cfg_, "connection", error_from_reply_text(r.str),
+                        "ROLE refused (" + r.str + "): cannot check that " + to_string(addr_) +
+                            " is the master; grant +role to the client's ACL user");
+    }
+    return true;
+  }
+  if (r.is_array() && !r.elements.empty() && r.elements[0].str == "master") {
+    replicas_ = r.elements.size() >= 3 && r.elements[2].is_array() ? static_cast<int>(r.elements[2].elements.size()) : -1;
+    return true;
+  }
+  std::string what = r.is_array() && !r.elements.empty() ? r.elements[0].str : std::string("an unexpected reply");
+  if (!handshake_error_) {
+    handshake_error_ = errc::server_readonly;
+    handshake_text_ = to_string(addr_) + " is a " + what + ", not the master (ROLE)";
+  }
+  return false;
+}
+
+void connection::on_handshake_reply(std::error_code ec, reply& r, bool role) {
+  if (!ec && role) {
+    check_role(r);
+  } else if (!ec && r.is_error()) {
     auto mapped = error_from_reply_text(r.str);
     std::error_code fatal;
     if (mapped == errc::auth_failed) fatal = mapped;
@@ -254,6 +306,16 @@ void connection::connection_lost(std::error_code ec) {
 
 void connection::drop(std::error_code why) {
   if (state_ == state::up) connection_lost(why);
+}
+
+void connection::reconnect_now(std::error_code why) {
+  if (state_ == state::closed || state_ == state::idle) return;
+  if (state_ == state::up) return connection_lost(why);
+  // Connecting (to the old address, perhaps) or waiting to: start over, resolving afresh. Only
+  // handshake commands can be in flight before the connection is up.
+  inflight_.clear();
+  attempt_ = 0;
+  connect_attempt();
 }
 
 void connection::schedule_reconnect() {
@@ -395,7 +457,7 @@ void connection::on_reply(reply& r) {
   }
   inflight e = std::move(inflight_.front());
   inflight_.pop_front();
-  if (e.internal) return on_handshake_reply({}, r);
+  if (e.internal) return on_handshake_reply({}, r, e.role);
   if (e.handler) e.handler({}, std::move(r));
 }
 

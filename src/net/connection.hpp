@@ -50,6 +50,16 @@ struct request {
   bool idempotent = false;  // safe to resend if the connection drops after it was written
 };
 
+/// A TCP address a connection is pointed at by its resolver (a Sentinel's answer, a cluster node).
+struct node_address {
+  std::string host;
+  std::uint16_t port = 0;
+  bool operator==(const node_address&) const = default;
+};
+
+/// "host:port" (IPv6 hosts in brackets), for messages.
+std::string to_string(const node_address& a);
+
 /// Maps a server error reply's text to redlease's error code (WRONGTYPE, NOAUTH, BUSY, ...).
 std::error_code error_from_reply_text(std::string_view text);
 
@@ -59,12 +69,19 @@ class connection : public std::enable_shared_from_this<connection> {
     std::function<void()> on_up;            // connected and handshake done
     std::function<void()> on_down;          // the connection dropped (or a connect attempt failed)
     std::function<void(reply&)> on_push;    // a reply that no request waits for (pub/sub messages)
+    // Where to connect, asked before every attempt (a Sentinel-managed master is re-resolved on
+    // every reconnect). Empty: the config's host/port or unix socket. The answer may come later; an
+    // error fails the attempt with the error and its words.
+    using resolved = unique_function<void(std::error_code, std::string text, node_address)>;
+    std::function<void(resolved)> resolve;
   };
 
   connection(asio::any_io_executor ex, const config& cfg, std::string name_suffix);
   ~connection();
 
   void set_callbacks(callbacks cb) { cb_ = std::move(cb); }
+  /// Before start(): asks `r` where to connect before every attempt (see callbacks::resolve).
+  void set_resolver(std::function<void(callbacks::resolved)> r) { cb_.resolve = std::move(r); }
   /// Starts connecting (and reconnecting for as long as the connection is not closed).
   void start();
   /// Thread-safe: queues a request; the reply handler runs on the connection's executor.
@@ -77,12 +94,24 @@ class connection : public std::enable_shared_from_this<connection> {
   /// Executor only: drops the connection as if the network had (a failed health check); it
   /// reconnects.
   void drop(std::error_code why);
+  /// Executor only: drops the connection, or abandons the attempt under way, and connects afresh at
+  /// once (re-resolving the address): the node it was on is no longer the one to talk to.
+  void reconnect_now(std::error_code why);
+  /// Before start(): the handshake sends ROLE and accepts only a master (a replica or a Sentinel
+  /// fails the attempt with `errc::server_readonly`). A server that refuses ROLE (ACL) is accepted,
+  /// with one warning.
+  void require_master() { require_master_ = true; }
+  /// The replicas the master listed in its ROLE reply at the last handshake (-1: unknown).
+  int replicas_at_handshake() const noexcept { return replicas_; }
+  /// The address of the current (or last) connection attempt; empty host for the config's address.
+  const node_address& address() const noexcept { return addr_; }
   /// Executor only: fails everything with client_closed and stops for good.
   void close();
   bool is_up() const noexcept { return state_ == state::up; }
   /// The error of the last failed connection attempt (clear once connected).
   std::error_code last_error() const noexcept { return last_error_; }
   const conn_stats& stats() const noexcept { return stats_; }
+  const config& cfg() const noexcept { return cfg_; }
   const asio::any_io_executor& executor() const noexcept { return ex_; }
 
  private:
@@ -93,6 +122,7 @@ class connection : public std::enable_shared_from_this<connection> {
     clock::time_point deadline;
     bool idempotent = false;
     bool internal = false;  // handshake command: its reply goes to on_handshake_reply
+    bool role = false;      // the handshake's ROLE
   };
   struct queued {
     request req;
@@ -100,9 +130,11 @@ class connection : public std::enable_shared_from_this<connection> {
   };
 
   void connect_attempt();
+  void connect_to(const node_address& a, std::uint64_t gen);
   void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen);
   void on_connected(std::uint64_t gen);
-  void on_handshake_reply(std::error_code ec, reply& r);
+  void on_handshake_reply(std::error_code ec, reply& r, bool role);
+  bool check_role(reply& r);
   void attempt_failed(std::error_code ec, std::string text = {});
   void connection_lost(std::error_code ec);
   void schedule_reconnect();
@@ -138,6 +170,10 @@ class connection : public std::enable_shared_from_this<connection> {
   std::error_code handshake_error_;
   std::string handshake_text_;
   std::error_code last_error_;
+  bool require_master_ = false;
+  bool role_refusal_reported_ = false;
+  int replicas_ = -1;
+  node_address addr_;                  // where the current attempt goes (resolver's answer)
   std::string last_error_text_;        // words of the last failure (server text, protocol error), for the requests it fails
   clock::time_point last_read_{};      // when bytes last arrived (liveness)
   std::deque<queued> queued_;

@@ -7,12 +7,12 @@
 
 namespace redlease::detail {
 
-subscriber::subscriber(asio::any_io_executor ex, const config& cfg)
-    : conn_(std::make_shared<connection>(ex, cfg, ":sub")),
+subscriber::subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
+    : conn_(std::make_shared<connection>(ex, cfg, std::move(name_suffix))),
       health_(ex),
       interval_(cfg.health_check_interval),
       timeout_(cfg.request_timeout) {
-  conn_->set_callbacks({[this] { on_up(); }, [this] { on_down(); }, [this](reply& r) { on_push(r); }});
+  conn_->set_callbacks({[this] { on_up(); }, [this] { on_down(); }, [this](reply& r) { on_push(r); }, {}});
 }
 
 void subscriber::close() {

@@ -30,7 +30,7 @@ class subscriber {
     virtual void on_refused(std::error_code, const std::string& /*server text*/) {}
   };
 
-  subscriber(asio::any_io_executor ex, const config& cfg);
+  subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix = ":sub");
   void start() { conn_->start(); }
   /// Adds a listener; the first one of a channel sends SUBSCRIBE. The listener must be removed
   /// before it is destroyed.
@@ -42,6 +42,9 @@ class subscriber {
   std::size_t channel_count() const { return channels_.size(); }
   void close();
   const conn_stats& stats() const { return conn_->stats(); }
+  /// Its connection (to point it at a resolver before start(), or move it to another node).
+  connection& conn() { return *conn_; }
+  const connection& conn() const { return *conn_; }
 
  private:
   struct channel_state {

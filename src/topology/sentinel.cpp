@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+// A master found through Sentinels (topologies.md §2.1): the Sentinels are asked in turn, with
+// short timeouts, before every connection to the master; the master is checked with ROLE once
+// connected; a switch is seen on `+switch-master` and by polling, and closes every connection to
+// the old master at once (Sentinel leaves it writable for about ten seconds after the switch).
+#include <asio/steady_timer.hpp>
+
+#include "background.hpp"
+#include "redlease/error.hpp"
+#include "topology/sentinel_fsm.hpp"
+#include "topology/topology.hpp"
+
+namespace redlease::detail {
+namespace {
+
+constexpr std::string_view switch_channel = "+switch-master";
+
+// The config of a connection to a Sentinel: its own credentials, no database, short timeouts.
+config sentinel_config(const config& cfg) {
+  config s = cfg;
+  s.unix_socket.clear();
+  s.username = cfg.sentinel.username;
+  s.password = cfg.sentinel.password;
+  s.database = 0;
+  s.connect_timeout = cfg.sentinel.timeout;
+  s.request_timeout = cfg.sentinel.timeout;
+  s.reconnect_max_delay = std::max(cfg.sentinel.timeout, s.reconnect_min_delay);
+  s.sentinel.nodes.clear();
+  return s;
+}
+
+std::vector<node_address> addresses(const config& cfg) {
+  std::vector<node_address> out;
+  for (auto& n : cfg.sentinel.nodes) out.push_back({n.host, n.port});
+  return out;
+}
+
+class sentinel_topology final : public topology, private subscriber::listener {
+ public:
+  sentinel_topology(asio::any_io_executor ex, const config& cfg)
+      : cfg_(cfg),
+        scfg_(sentinel_config(cfg)),
+        dir_(addresses(cfg)),
+        query_(std::make_shared<connection>(ex, scfg_, ":sentinel")),
+        watch_(ex, scfg_, ":sentinel-sub"),
+        master_(ex, cfg_, ""),
+        sub_(ex, cfg_),
+        poll_(ex) {
+    // The two connections to Sentinels each rotate through them: a Sentinel that fails to connect
+    // or to answer in time is left for the next.
+    query_->set_callbacks({[this] { on_query_up(); },
+                           [this] {
+                             auto ec = query_->last_error();
+                             dir_.failed(query_at_, ec ? ec.message() : "connection lost");
+                           },
+                           {},
+                           {}});
+    query_->set_resolver([this](connection::callbacks::resolved done) { done({}, {}, dir_.current(query_at_)); });
+    watch_.conn().set_resolver([this](connection::callbacks::resolved done) {
+      // The watcher has its own cursor, and takes the next Sentinel at every attempt.
+      done({}, {}, dir_.current(watch_at_++));
+    });
+    master_.set_auto_ack(true);
+    master_.conn().set_callbacks({[this] {
+                                    master_.on_up();
+                                    if (events_.on_up) events_.on_up();
+                                  },
+                                  {},
+                                  {},
+                           {}});
+    master_.conn().require_master();
+    master_.conn().set_resolver([this](connection::callbacks::resolved done) { ask_master(std::move(done)); });
+    sub_.conn().require_master();
+    sub_.conn().set_resolver([this](connection::callbacks::resolved done) { ask_master(std::move(done)); });
+  }
+
+  void start() override {
+    query_->start();
+    watch_.add(std::string(switch_channel), this);
+    watch_.start();
+    master_.conn().start();
+    arm_poll();
+  }
+
+  void close() override {
+    closed_ = true;
+    poll_.cancel();
+    watch_.remove(std::string(switch_channel), this);
+    watch_.close();
+    sub_.close();
+    master_.conn().close();
+    query_->close();
+  }
+
+  node& route(std::string_view) override { return master_; }
+  subscriber& sub_for(std::string_view) override { return sub_; }
+  void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
+    f(*master_.conn_ptr(), false);
+    f(sub_.conn(), true);
+  }
+
+ private:
+  void on_query_up() {
+    dir_.answered(query_at_);
+    // Learn the other Sentinels of this master, so that losing the configured ones is survivable.
+    std::string cmd;
+    encode_command(cmd, {"SENTINEL", "SENTINELS", cfg_.sentinel.master_name});
+    query_->submit_here(request{std::move(cmd), [this](std::error_code ec, reply r) {
+                                  if (!ec && !closed_) dir_.learn(r);
+                                }});
+  }
+
+  // Asks the Sentinel of the query connection for the master's address; a failure moves the query
+  // connection to the next Sentinel and fails this resolution (the data connection retries).
+  void ask_master(connection::callbacks::resolved done) {
+    std::string cmd;
+    encode_command(cmd, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", cfg_.sentinel.master_name});
+    query_->submit_here(request{std::move(cmd), [this, done = std::move(done)](std::error_code ec, reply r) mutable {
+                                  if (closed_) return done(errc::client_closed, {}, {});
+                                  auto who = to_string(dir_.current(query_at_));
+                                  if (ec) {
+                                    std::string why = r.is_error() ? r.str : ec.message();
+                                    if (ec == errc::request_timeout) query_->reconnect_now(ec);
+                                    return done(errc::no_sentinel, "no Sentinel answered: " + dir_.failures() +
+                                                                       (dir_.failures().empty() ? who + ": " + why : ""),
+                                                {});
+                                  }
+                                  auto a = parse_master_addr(r, who, cfg_.sentinel.master_name);
+                                  if (a.ec) {
+                                    // This Sentinel does not know the master (or refuses): ask another.
+                                    dir_.failed(query_at_, a.text);
+                                    query_->reconnect_now(errc::no_sentinel);
+                                    return done(a.ec, a.text, {});
+                                  }
+                                  note_master(a.address, "Sentinel " + who + " answered");
+                                  done({}, {}, a.address);
+                                }});
+  }
+
+  // The master is `a` as of now. A different one than before is a switch: every connection to the
+  // old one goes at once, and the lock layer re-checks its holds.
+  void note_master(const node_address& a, const std::string& source) {
+    if (known_ && *known_ == a) return;
+    auto old = known_;
+    known_ = a;
+    if (!old) return;
+    std::string what = "master '" + cfg_.sentinel.master_name + "' switched from " + to_string(*old) + " to " +
+                       to_string(a) + " (" + source + ")";
+    report_background(cfg_, "sentinel", {}, what);
+    if (master_.conn().address() == *old || !master_.conn().is_up()) master_.conn().reconnect_now(errc::connection_lost);
+    if (sub_.conn().address() == *old || !sub_.conn().is_up()) sub_.conn().reconnect_now(errc::connection_lost);
+    if (events_.on_failover) events_.on_failover(what);
+  }
+
+  void on_message(std::string_view, std::string_view payload) override {
+    if (auto a = parse_switch_master(payload, cfg_.sentinel.master_name)) note_master(*a, "+switch-master");
+  }
+
+  void arm_poll() {
+    if (closed_ || cfg_.sentinel.poll_interval.count() <= 0) return;
+    poll_.expires_after(cfg_.sentinel.poll_interval);
+    poll_.async_wait([this](std::error_code ec) {
+      if (ec || closed_) return;
+      ask_master([this](std::error_code, std::string, node_address) { arm_poll(); });
+    });
+  }
+
+  config cfg_;
+  config scfg_;
+  sentinel_directory dir_;
+  std::size_t query_at_ = 0;
+  std::size_t watch_at_ = 0;
+  std::shared_ptr<connection> query_;
+  subscriber watch_;
+  node master_;
+  subscriber sub_;
+  asio::steady_timer poll_;
+  std::optional<node_address> known_;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg) {
+  return std::make_unique<sentinel_topology>(std::move(ex), cfg);
+}
+
+}  // namespace redlease::detail

@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// The protocol side of talking to Sentinels, without I/O (unit-tested without a server): which
+// Sentinel to try next, what their answers mean, and what a `+switch-master` message says. The
+// sentinel topology (sentinel.cpp) drives it from its connections.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "net/connection.hpp"
+#include "redlease/reply.hpp"
+
+namespace redlease::detail {
+
+/// The Sentinels a client knows, in the order it tries them: the configured ones first, then those
+/// learnt from SENTINEL SENTINELS. One cursor per connection that rotates through them.
+class sentinel_directory {
+ public:
+  explicit sentinel_directory(std::vector<node_address> configured);
+  /// The Sentinel the connection with cursor `c` tries now.
+  const node_address& current(std::size_t c) const { return nodes_[c % nodes_.size()]; }
+  /// That Sentinel failed (no connection, no answer): the cursor moves to the next one; `why` is
+  /// kept for the message when none answers.
+  void failed(std::size_t& c, const std::string& why);
+  /// A Sentinel answered: its earlier failure is forgotten.
+  void answered(std::size_t c);
+  /// Adds the Sentinels of a SENTINEL SENTINELS reply (an array of flat field/value arrays with
+  /// "ip" and "port"); returns how many were new. Malformed entries are skipped.
+  std::size_t learn(const reply& r);
+  /// "127.0.0.1:26379: connection refused; 127.0.0.1:26380: ..." for every Sentinel that failed.
+  std::string failures() const;
+  std::size_t size() const { return nodes_.size(); }
+  const std::vector<node_address>& nodes() const { return nodes_; }
+
+ private:
+  std::vector<node_address> nodes_;
+  std::vector<std::string> why_;  // last failure per Sentinel, "" once it answered
+};
+
+/// What a Sentinel's answer to `SENTINEL GET-MASTER-ADDR-BY-NAME name` means.
+struct master_answer {
+  std::error_code ec;      // clear: `address` is the master
+  std::string text;        // the words for ec
+  node_address address;
+};
+master_answer parse_master_addr(const reply& r, std::string_view sentinel, std::string_view master_name);
+
+/// The new master of a `+switch-master` message ("<name> <old-ip> <old-port> <new-ip> <new-port>"),
+/// when it is about `master_name`.
+std::optional<node_address> parse_switch_master(std::string_view payload, std::string_view master_name);
+
+}  // namespace redlease::detail

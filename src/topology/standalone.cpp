@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: MIT
+// One server: one command connection and one pub/sub connection, at the config's address.
+#include "topology/topology.hpp"
+
+namespace redlease::detail {
+namespace {
+
+class standalone final : public topology {
+ public:
+  standalone(asio::any_io_executor ex, const config& cfg) : node_(ex, cfg, ""), sub_(ex, cfg) {
+    node_.conn().set_callbacks({[this] {
+                                  node_.on_up();
+                                  if (events_.on_up) events_.on_up();
+                                },
+                                {},
+                                {},
+                           {}});
+  }
+  void start() override { node_.conn().start(); }
+  void close() override {
+    sub_.close();
+    node_.conn().close();
+  }
+  node& route(std::string_view) override { return node_; }
+  subscriber& sub_for(std::string_view) override { return sub_; }
+  void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
+    f(*node_.conn_ptr(), false);
+    f(sub_.conn(), true);
+  }
+
+ private:
+  node node_;
+  subscriber sub_;
+};
+
+}  // namespace
+
+std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg) {
+  return std::make_unique<standalone>(std::move(ex), cfg);
+}
+
+}  // namespace redlease::detail
