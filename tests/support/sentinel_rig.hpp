@@ -4,9 +4,10 @@
 /// (default 3, quorum 2) monitoring the master, all `redis_server` children on loopback ports
 /// (docs: /work/shared/reference/topologies.md §4.3, §4.5).
 ///
-/// Measured on redis 7.0.15 with down-after 1000 ms and failover-timeout 5000 ms: `SENTINEL
-/// FAILOVER` switches the master in about 1.2 s, a SIGSTOP'd master is replaced after about
-/// 2.5 s. Sentinel demotes the old master only about 10 s after the switch (or after SIGCONT):
+/// Measured on redis 7.0.15 with down-after 1000 ms and failover-timeout 5000 ms: the rig starts
+/// in about 2.1 s (mostly Sentinels finding each other through their hello messages, sent every
+/// 2 s), `SENTINEL FAILOVER` switches the master in about 1.1-1.2 s, a SIGSTOP'd master is
+/// replaced after 2.2-3.3 s. Sentinel demotes the old master only about 10 s after the switch (or after SIGCONT):
 /// until then it still answers `ROLE master` and accepts writes (a dual-master window).
 #pragma once
 
@@ -127,7 +128,8 @@ class sentinel_rig {
   void resume(std::uint16_t port);
 
   /// Runs `WAIT 1 <timeout>` on the current master; returns the number of replicas that
-  /// acknowledged. Throws `std::runtime_error` if fewer than one did.
+  /// acknowledged. Throws `std::runtime_error` if fewer than one did. Right after a switch the
+  /// new master has no replica until Sentinel demotes the old master (~10 s), so this fails then.
   long long wait_replicated(std::chrono::milliseconds timeout = std::chrono::seconds(1)) const;
 
   /// Deletes `key` on the replica only, so that it is "not replicated": `CONFIG SET
