@@ -264,6 +264,13 @@ std::string file_tail(const std::string& path, std::size_t max_bytes) {
   return out;
 }
 
+void write_config_file(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::trunc);
+  for (const std::string& line : lines) out << line << '\n';
+  out.flush();
+  if (!out) throw std::runtime_error("redis_server: cannot write " + path);
+}
+
 // Runs in the forked child: only async-signal-safe calls until exec.
 [[noreturn]] void exec_child(pid_t parent, const char* out_path, char* const* argv) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -305,6 +312,7 @@ redis_server::redis_server(server_options opts, const std::string& binary)
   dir_ = make_temp_dir();
   std::string why;
   try {
+    if (uses_config_file()) write_config_file(config_path(), opts_.config_lines);
     // The port is free when picked but another process may take it before redis binds it.
     for (int attempt = 0; attempt < 10; ++attempt) {
       port_ = pick_free_port();
@@ -335,6 +343,12 @@ std::string redis_server::unix_path() const {
   return opts_.unix_socket ? dir_ + "/redis.sock" : std::string();
 }
 
+bool redis_server::uses_config_file() const noexcept {
+  return opts_.sentinel || !opts_.config_lines.empty();
+}
+
+std::string redis_server::config_path() const { return dir_ + "/redis.conf"; }
+
 std::string redis_server::url() const {
   std::string auth = opts_.password.empty() ? std::string() : ":" + opts_.password + "@";
   return "redis://" + auth + host() + ":" + std::to_string(port_);
@@ -342,6 +356,8 @@ std::string redis_server::url() const {
 
 redis_server::spawn_result redis_server::spawn(std::string& why) {
   std::vector<std::string> args = {binary_};
+  if (uses_config_file()) args.push_back(config_path());
+  if (opts_.sentinel) args.emplace_back("--sentinel");
   auto add = [&args](std::string option, std::string value) {
     args.push_back(std::move(option));
     args.push_back(std::move(value));

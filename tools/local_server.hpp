@@ -24,6 +24,14 @@ struct server_options {
   std::vector<std::string> extra_args;
   /// Also listen on a unix socket in the server's temporary directory.
   bool unix_socket = true;
+  /// If non-empty, these lines are written (once, by the constructor) to `redis.conf` in the
+  /// server's temporary directory, and that file is the first argument of redis-server; the
+  /// command-line options (port, dir, ...) come after it and override it.
+  std::vector<std::string> config_lines;
+  /// Run as a Sentinel: `redis-server <dir>/redis.conf --sentinel ...`, with the file written from
+  /// `config_lines` as above (e.g. `sentinel monitor ...`). Sentinel rewrites that file, so its
+  /// state (known replicas and Sentinels, epochs) survives stop()/start().
+  bool sentinel = false;
 };
 
 /// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket).
@@ -60,7 +68,8 @@ class redis_server {
   std::string url() const;
   /// The password it requires ("" for none).
   const std::string& password() const noexcept { return opts_.password; }
-  /// The server's temporary directory (log file `redis.log`, stdout/stderr in `redis.out`).
+  /// The server's temporary directory (log file `redis.log`, stdout/stderr in `redis.out`, and
+  /// the config file `redis.conf` if `server_options::config_lines` or `sentinel` is set).
   const std::string& dir() const noexcept { return dir_; }
   /// The child's process id, or -1 when it is not running.
   pid_t pid() const noexcept { return pid_; }
@@ -93,6 +102,8 @@ class redis_server {
   void kill_and_reap() noexcept;
   void forget() noexcept;
   std::string log_tail() const;
+  bool uses_config_file() const noexcept;
+  std::string config_path() const;
 
   server_options opts_;
   std::string binary_;

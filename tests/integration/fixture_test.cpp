@@ -256,6 +256,34 @@ TEST(redis_server_test, ExtraArgsArePassed) {
   for (char f : {'K', 'g', 'x'}) EXPECT_NE(flags.find(f), std::string::npos) << flags;
 }
 
+TEST(redis_server_test, ConfigLinesAreWrittenToAFile) {
+  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  server_options opts;
+  opts.config_lines = {"maxmemory-policy allkeys-lru", "port 1"};  // the port is overridden
+  redis_server s(opts);
+  EXPECT_TRUE(fs::exists(s.dir() + "/redis.conf"));
+  raw_client c = s.client();
+  EXPECT_EQ(c({"CONFIG", "GET", "maxmemory-policy"}).elements.at(1), bulk("allkeys-lru"));
+  EXPECT_EQ(c({"CONFIG", "GET", "port"}).elements.at(1), bulk(std::to_string(s.port())));
+}
+
+TEST(redis_server_test, SentinelMode) {
+  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  server_options opts;
+  opts.sentinel = true;
+  opts.password = "pw";
+  opts.config_lines = {"sentinel monitor m 127.0.0.1 1 1"};
+  redis_server s(opts);
+  raw_client c = s.client();
+  EXPECT_NE(c({"INFO", "server"}).str.find("redis_mode:sentinel"), std::string::npos);
+  raw_reply master = c({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "m"});
+  ASSERT_TRUE(master.is_array()) << master;
+  EXPECT_EQ(master.elements.at(1), bulk("1"));
+  // Sentinel rewrote its (writable) config file; it survives a restart.
+  s.restart();
+  EXPECT_TRUE(s.client()({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "m"}).is_array());
+}
+
 TEST(redis_server_test, InvalidArgsMakeConstructorThrow) {
   if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
   server_options opts;
