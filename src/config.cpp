@@ -38,13 +38,53 @@ bool parse_int(std::string_view s, Int& out) {
   return ec == std::errc{} && p == s.data() + s.size();
 }
 
-bool parse_query_db(std::string_view query, int& db) {
-  // Only `db=N` is understood; anything else is an error rather than silently ignored.
+// Only `db=N` (and `master=NAME` where `master` is given) is understood; anything else is an error
+// rather than silently ignored.
+bool parse_query(std::string_view query, int& db, std::string* master = nullptr) {
   while (!query.empty()) {
     auto amp = query.find('&');
     auto item = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
-    if (item.substr(0, 3) != "db=" || !parse_int(item.substr(3), db) || db < 0) return false;
+    if (item.substr(0, 3) == "db=") {
+      if (!parse_int(item.substr(3), db) || db < 0) return false;
+    } else if (master && item.substr(0, 7) == "master=") {
+      if (!percent_decode(item.substr(7), *master) || master->empty()) return false;
+    } else {
+      return false;
+    }
+  }
+  return true;
+}
+
+// `host[:port]` or `[v6]:port`; the port stays as given when absent.
+bool parse_host_port(std::string_view hostport, std::string& host_out, std::uint16_t& port_out) {
+  std::string_view host, port;
+  if (!hostport.empty() && hostport.front() == '[') {  // [IPv6]:port
+    auto close = hostport.find(']');
+    if (close == std::string_view::npos) return false;
+    host = hostport.substr(1, close - 1);
+    auto after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return false;
+      port = after.substr(1);
+      if (port.empty()) return false;
+    }
+  } else {
+    auto colon = hostport.find(':');
+    host = hostport.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      port = hostport.substr(colon + 1);
+      if (port.empty()) return false;
+    }
+  }
+  if (host.empty()) return false;
+  for (char ch : host)
+    if (ch == ' ' || ch == '/' || ch == '@' || ch == '?' || ch == '#' || ch == ',') return false;
+  host_out = std::string(host);
+  if (!port.empty()) {
+    unsigned p = 0;
+    if (!parse_int(port, p) || p == 0 || p > 65535) return false;
+    port_out = static_cast<std::uint16_t>(p);
   }
   return true;
 }
@@ -86,12 +126,13 @@ config config::from_url(std::string_view url, std::error_code& ec) {
     auto q = rest.find('?');
     auto path = rest.substr(0, q);
     if (path.empty() || path.front() != '/') return fail(errc::invalid_url);
-    if (q != std::string_view::npos && !parse_query_db(rest.substr(q + 1), c.database))
+    if (q != std::string_view::npos && !parse_query(rest.substr(q + 1), c.database))
       return fail(errc::invalid_url);
     c.unix_socket = std::string(path);
     return c;
   }
-  if (scheme != "redis") return fail(errc::invalid_url);
+  bool sentinel = scheme == "redis-sentinel";
+  if (scheme != "redis" && !sentinel) return fail(errc::invalid_url);
 
   // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
   auto at = rest.rfind('@');
@@ -112,39 +153,32 @@ config config::from_url(std::string_view url, std::error_code& ec) {
   auto hostport = rest.substr(0, slash);
   auto path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
   if (auto q = path.find('?'); q != std::string_view::npos) {
-    if (!parse_query_db(path.substr(q + 1), c.database)) return fail(errc::invalid_url);
+    if (!parse_query(path.substr(q + 1), c.database, sentinel ? &c.sentinel.master_name : nullptr))
+      return fail(errc::invalid_url);
     path = path.substr(0, q);
   }
   if (!path.empty() && (!parse_int(path, c.database) || c.database < 0)) return fail(errc::invalid_url);
 
-  std::string_view host, port;
-  if (!hostport.empty() && hostport.front() == '[') {  // [IPv6]:port
-    auto close = hostport.find(']');
-    if (close == std::string_view::npos) return fail(errc::invalid_url);
-    host = hostport.substr(1, close - 1);
-    auto after = hostport.substr(close + 1);
-    if (!after.empty()) {
-      if (after.front() != ':') return fail(errc::invalid_url);
-      port = after.substr(1);
-      if (port.empty()) return fail(errc::invalid_url);
-    }
-  } else {
-    auto colon = hostport.find(':');
-    host = hostport.substr(0, colon);
-    if (colon != std::string_view::npos) {
-      port = hostport.substr(colon + 1);
-      if (port.empty()) return fail(errc::invalid_url);
-    }
+  // A query may also follow the host list directly: `redis-sentinel://h1,h2?master=m`.
+  if (auto q = hostport.find('?'); q != std::string_view::npos && slash == std::string_view::npos) {
+    if (!parse_query(hostport.substr(q + 1), c.database, sentinel ? &c.sentinel.master_name : nullptr))
+      return fail(errc::invalid_url);
+    hostport = hostport.substr(0, q);
   }
-  if (host.empty()) return fail(errc::invalid_url);
-  for (char ch : host)
-    if (ch == ' ' || ch == '/' || ch == '@' || ch == '?' || ch == '#') return fail(errc::invalid_url);
-  c.host = std::string(host);
-  if (!port.empty()) {
-    unsigned p = 0;
-    if (!parse_int(port, p) || p == 0 || p > 65535) return fail(errc::invalid_url);
-    c.port = static_cast<std::uint16_t>(p);
+  if (!sentinel) {
+    if (!parse_host_port(hostport, c.host, c.port)) return fail(errc::invalid_url);
+    return c;
   }
+  // Sentinels: a comma-separated list; the master's name is required.
+  while (true) {
+    auto comma = hostport.find(',');
+    host_port hp;
+    if (!parse_host_port(hostport.substr(0, comma), hp.host, hp.port)) return fail(errc::invalid_url);
+    c.sentinel.nodes.push_back(std::move(hp));
+    if (comma == std::string_view::npos) break;
+    hostport = hostport.substr(comma + 1);
+  }
+  if (c.sentinel.master_name.empty()) return fail(errc::invalid_url);
   return c;
 }
 
@@ -163,20 +197,34 @@ std::string config::redacted_url() const {
     if (database) out.append("?db=").append(std::to_string(database));
     return out;
   }
-  out.append("redis://");
+  out.append(sentinel.nodes.empty() ? "redis://" : "redis-sentinel://");
   if (!username.empty()) {
     append_userinfo_encoded(out, username);
     out.append(password.empty() ? "@" : ":***@");
   } else if (!password.empty()) {
     out.append(":***@");
   }
-  if (host.find(':') != std::string::npos) {
-    out.append("[").append(host).append("]");
+  auto append_host = [&out](const std::string& h, std::uint16_t p) {
+    if (h.find(':') != std::string::npos) {
+      out.append("[").append(h).append("]");
+    } else {
+      out.append(h);
+    }
+    out.append(":").append(std::to_string(p));
+  };
+  if (sentinel.nodes.empty()) {
+    append_host(host, port);
   } else {
-    out.append(host);
+    for (std::size_t i = 0; i < sentinel.nodes.size(); ++i) {
+      if (i) out.append(",");
+      append_host(sentinel.nodes[i].host, sentinel.nodes[i].port);
+    }
   }
-  out.append(":").append(std::to_string(port));
   if (database) out.append("/").append(std::to_string(database));
+  if (!sentinel.nodes.empty()) {
+    out.append("?master=");
+    append_userinfo_encoded(out, sentinel.master_name);
+  }
   return out;
 }
 

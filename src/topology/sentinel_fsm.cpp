@@ -88,6 +88,64 @@ master_answer parse_master_addr(const reply& r, std::string_view sentinel, std::
   return a;
 }
 
+master_answer parse_master_info(const reply& r, std::string_view sentinel, std::string_view master_name) {
+  master_answer a;
+  if (r.is_error()) {
+    a.ec = r.str.find("No such master") != std::string::npos ? std::error_code(errc::no_sentinel)
+                                                              : error_from_reply_text(r.str);
+    a.text = a.ec == errc::no_sentinel ? "Sentinel " + std::string(sentinel) + " does not know a master named '" +
+                                             std::string(master_name) + "' (check the ?master= of the URL)"
+                                       : "Sentinel " + std::string(sentinel) + ": " + r.str;
+    return a;
+  }
+  std::string ip;
+  std::optional<std::uint16_t> port;
+  if (r.is_array()) {
+    for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+      auto& f = r.elements[i].str;
+      auto& v = r.elements[i + 1].str;
+      if (f == "ip") ip = v;
+      else if (f == "port") port = parse_port(v);
+      else if (f == "config-epoch") {
+        long long e = -1;
+        auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), e);
+        if (ec == std::errc{} && p == v.data() + v.size() && e >= 0) a.epoch = e;
+      }
+    }
+  }
+  if (ip.empty() || !port) {
+    a.ec = errc::bad_reply;
+    a.text = "Sentinel " + std::string(sentinel) + " answered SENTINEL MASTER without the master's address";
+    return a;
+  }
+  a.address = node_address{ip, *port};
+  return a;
+}
+
+master_tracker::verdict master_tracker::move_to(const node_address& a) {
+  if (!current_) {
+    current_ = a;
+    return verdict::first;
+  }
+  if (*current_ == a) return verdict::same;
+  previous_ = current_;
+  current_ = a;
+  return verdict::switched;
+}
+
+master_tracker::verdict master_tracker::answer(const node_address& a, long long epoch) {
+  if (epoch >= 0 && (epoch < epoch_ || epoch < min_epoch_)) return verdict::stale;
+  if (epoch >= 0) epoch_ = epoch;
+  return move_to(a);
+}
+
+master_tracker::verdict master_tracker::switch_message(const node_address& a) {
+  auto v = move_to(a);
+  // The switch came with a new epoch, which answers will show; the epoch of the old one is stale.
+  if (v == verdict::switched && epoch_ >= 0) min_epoch_ = epoch_ + 1;
+  return v;
+}
+
 std::optional<node_address> parse_switch_master(std::string_view payload, std::string_view master_name) {
   std::vector<std::string_view> words;
   while (!payload.empty()) {

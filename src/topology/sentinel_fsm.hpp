@@ -41,13 +41,40 @@ class sentinel_directory {
   std::vector<std::string> why_;  // last failure per Sentinel, "" once it answered
 };
 
-/// What a Sentinel's answer to `SENTINEL GET-MASTER-ADDR-BY-NAME name` means.
+/// What a Sentinel's answer about the master means.
 struct master_answer {
   std::error_code ec;      // clear: `address` is the master
   std::string text;        // the words for ec
   node_address address;
+  long long epoch = -1;    // the configuration epoch of that answer (SENTINEL MASTER), -1 unknown
 };
+/// `SENTINEL GET-MASTER-ADDR-BY-NAME name`: [ip, port] or nil.
 master_answer parse_master_addr(const reply& r, std::string_view sentinel, std::string_view master_name);
+/// `SENTINEL MASTER name`: a flat field/value array with ip, port and config-epoch. The epoch tells
+/// a lagging Sentinel's answer (an older epoch: the master before the last failover) from a current
+/// one.
+master_answer parse_master_info(const reply& r, std::string_view sentinel, std::string_view master_name);
+
+/// Which master to believe: Sentinels may disagree for a moment after a failover, and a lagging one
+/// still names the old master, which stays writable for about ten seconds. Answers of an older
+/// configuration epoch than one already seen are stale; a `+switch-master` message (which carries
+/// no epoch) outranks every answer of the epoch before it.
+class master_tracker {
+ public:
+  enum class verdict { first, same, switched, stale };
+  /// An answer of a Sentinel (epoch -1: unknown, taken at face value).
+  verdict answer(const node_address& a, long long epoch);
+  /// A `+switch-master` message naming `a`.
+  verdict switch_message(const node_address& a);
+  const std::optional<node_address>& current() const { return current_; }
+  const std::optional<node_address>& previous() const { return previous_; }
+
+ private:
+  verdict move_to(const node_address& a);
+  std::optional<node_address> current_, previous_;
+  long long epoch_ = -1;       // of current_, when known
+  long long min_epoch_ = -1;   // answers below this are stale (after a switch message)
+};
 
 /// The new master of a `+switch-master` message ("<name> <old-ip> <old-port> <new-ip> <new-port>"),
 /// when it is about `master_name`.

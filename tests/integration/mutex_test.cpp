@@ -112,7 +112,11 @@ TEST_F(mutex_test, foreign_holder_release_is_seen_within_poll_cap) {
 
 class mutex_keyspace_test : public lock_fixture {
  protected:
-  server_options options() const override { return {{}, {"--notify-keyspace-events", "Kgx"}, true}; }
+  server_options options() const override {
+    server_options o;
+    o.extra_args = {"--notify-keyspace-events", "Kgx"};
+    return o;
+  }
 };
 
 TEST_F(mutex_keyspace_test, waiter_uses_keyspace_events_when_enabled) {

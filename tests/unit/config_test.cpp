@@ -318,5 +318,35 @@ TEST(ConfigRedactedUrl, UsernameIsPercentEncoded) {
   EXPECT_EQ(c.redacted_url(), "redis://u%40x@h:9");
 }
 
+TEST(config_url, sentinel_urls_list_the_sentinels_and_name_the_master) {
+  auto c = parse_ok("redis-sentinel://app:s%40cret@10.0.0.1:26379,[::1]:26380,sentinel-c/2?master=my%20master");
+  ASSERT_EQ(c.sentinel.nodes.size(), 3u);
+  EXPECT_EQ(c.sentinel.nodes[0].host, "10.0.0.1");
+  EXPECT_EQ(c.sentinel.nodes[0].port, 26379);
+  EXPECT_EQ(c.sentinel.nodes[1].host, "::1");
+  EXPECT_EQ(c.sentinel.nodes[1].port, 26380);
+  EXPECT_EQ(c.sentinel.nodes[2].host, "sentinel-c");
+  EXPECT_EQ(c.sentinel.nodes[2].port, 26379);  // Sentinel's default port
+  EXPECT_EQ(c.sentinel.master_name, "my master");
+  EXPECT_EQ(c.database, 2);
+  // The URL's credentials are the data nodes'; the Sentinels' password is a field of its own.
+  EXPECT_EQ(c.username, "app");
+  EXPECT_EQ(c.password, "s@cret");
+  EXPECT_TRUE(c.sentinel.password.empty());
+  EXPECT_EQ(c.redacted_url(), "redis-sentinel://app:***@10.0.0.1:26379,[::1]:26380,sentinel-c:26379/2?master=my%20master");
+  auto d = parse_ok("redis-sentinel://127.0.0.1:31100?master=mymaster");
+  ASSERT_EQ(d.sentinel.nodes.size(), 1u);
+  EXPECT_EQ(d.sentinel.nodes[0].port, 31100);
+  EXPECT_EQ(d.sentinel.master_name, "mymaster");
+}
+
+TEST(config_url, sentinel_urls_without_master_or_with_empty_hosts_are_rejected) {
+  expect_rejected("redis-sentinel://127.0.0.1:26379", errc::invalid_url);
+  expect_rejected("redis-sentinel://127.0.0.1:26379?master=", errc::invalid_url);
+  expect_rejected("redis-sentinel://a,,b?master=m", errc::invalid_url);
+  expect_rejected("redis-sentinel://a:0?master=m", errc::invalid_url);
+  expect_rejected("redis://a?master=m", errc::invalid_url);  // master= means nothing without Sentinels
+}
+
 }  // namespace
 }  // namespace redlease

@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+// Locks on a Sentinel-managed master (issue 10 §3–§5): the client finds the master through the
+// Sentinels, follows a failover, re-checks every hold on the new master at once, tells the holders
+// whose key did not make it, serves waiters after the switch, and asks replicas to acknowledge.
+// Real processes: 1 master, 1 replica, 3 Sentinels (tests/support/sentinel_rig.hpp).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdio>
+#include <future>
+#include <thread>
+
+#include "lock_test_support.hpp"
+#include "sentinel_rig.hpp"
+
+namespace redlease::test {
+namespace {
+
+config sentinel_cfg(const sentinel_rig& rig, std::chrono::milliseconds watchdog = 6000ms) {
+  config c;
+  for (auto p : rig.sentinel_ports()) c.sentinel.nodes.push_back({"127.0.0.1", p});
+  c.sentinel.master_name = rig.master_name();
+  c.sentinel.password = rig.options().sentinel_password;
+  c.password = rig.options().password;
+  c.watchdog_timeout = watchdog;
+  c.connect_timeout = 1000ms;
+  c.request_timeout = 3000ms;
+  return c;
+}
+
+// The field of a reentrant hold as Redisson writes it.
+bool key_exists(raw_client cl, const std::string& key) { return cl({"EXISTS", key}).integer == 1; }
+
+class sentinel_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!sentinel_rig::available()) GTEST_SKIP() << "redis-server not available";
+  }
+};
+
+TEST_F(sentinel_test, locks_go_to_the_master_the_sentinels_name) {
+  sentinel_rig rig;
+  client c(sentinel_cfg(rig));
+  auto l = c.lock("sentinel:basic");
+  l.lock();
+  EXPECT_TRUE(key_exists(rig.master_client(), "sentinel:basic"));
+  // The client checked ROLE, and the URL form works the same way.
+  l.unlock();
+  auto url = "redis-sentinel://127.0.0.1:" + std::to_string(rig.sentinel_ports()[1]) + "?master=" + rig.master_name();
+  client by_url(config::from_url(url));
+  EXPECT_TRUE(by_url.lock("sentinel:url").try_lock());
+  EXPECT_TRUE(key_exists(rig.master_client(), "sentinel:url"));
+}
+
+TEST_F(sentinel_test, a_replicated_hold_survives_a_failover_without_a_gap) {
+  sentinel_rig rig;
+  error_log log;
+  auto cfg = sentinel_cfg(rig, 6000ms);  // renewals every 2 s
+  cfg.on_error = log.hook();
+  client c(cfg);
+  auto l = c.lock("sentinel:kept");
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info& i) {
+    std::printf("lost: reason %d, %s: %s\n", static_cast<int>(i.reason), i.cause.message().c_str(), i.detail.c_str());
+    ++lost;
+  });
+  l.lock();
+  rig.wait_replicated();
+  auto old_port = rig.current_master_port();
+  // valid() is sampled all through the switch: a gap would show.
+  std::atomic<bool> stop{false}, gap{false};
+  auto me = this_thread_owner();
+  std::thread sampler([&] {
+    while (!stop) {
+      if (!l.valid(me)) gap = true;
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  auto t0 = steady::now();
+  auto new_port = rig.failover();
+  std::printf("failover: switch seen by the rig after %lld ms\n", ms_since(t0));
+  ASSERT_NE(new_port, old_port);
+  // The client noticed and re-checked the hold on the new master, which renewed it there.
+  EXPECT_TRUE(eventually([&] { return log.has("switched from"); }, 3000ms));
+  EXPECT_TRUE(eventually([&] { return rig.client(new_port)({"PTTL", "sentinel:kept"}).integer > 5000; }, 3000ms));
+  // Two more renewal intervals on the new master, and still held, never lost.
+  std::this_thread::sleep_for(4000ms);
+  stop = true;
+  sampler.join();
+  EXPECT_FALSE(gap.load());
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(l.valid());
+  EXPECT_GT(rig.client(new_port)({"PTTL", "sentinel:kept"}).integer, 3000);
+  l.unlock();
+  EXPECT_FALSE(key_exists(rig.client(new_port), "sentinel:kept"));
+}
+
+TEST_F(sentinel_test, a_hold_whose_key_missed_the_new_master_is_reported_lost_within_one_interval) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig, 6000ms);  // renewal interval 2 s
+  client c(cfg);
+  auto watchdog = c.lock("sentinel:gone");
+  auto fixed = c.mutex("sentinel:gone-fixed");
+  std::promise<lost_info> told, told_fixed;
+  watchdog.on_lost([&](const lost_info& i) { told.set_value(i); });
+  fixed.on_lost([&](const lost_info& i) { told_fixed.set_value(i); });
+  watchdog.lock();
+  ASSERT_TRUE(fixed.try_lock(0ms, 60000ms));  // a fixed lease, far from its end
+  rig.wait_replicated();
+  ASSERT_TRUE(rig.drop_key_on_replica("sentinel:gone"));
+  ASSERT_TRUE(rig.drop_key_on_replica("sentinel:gone-fixed"));
+  auto token = watchdog.lost_token();
+  rig.failover();
+  auto switched = steady::now();
+  auto f = told.get_future();
+  ASSERT_EQ(f.wait_for(2000ms), std::future_status::ready) << "not told within one interval of the switch";
+  auto info = f.get();
+  std::printf("lost after the switch: %lld ms\n", ms_since(switched));
+  EXPECT_EQ(info.reason, lost_reason::deleted);
+  EXPECT_EQ(info.cause, make_error_code(errc::master_switched));
+  EXPECT_NE(info.detail.find("switched from"), std::string::npos) << info.detail;
+  EXPECT_TRUE(token.stop_requested());
+  EXPECT_FALSE(watchdog.valid());
+  // The fixed-lease hold is checked too (not renewed): 59 s left on its lease change nothing.
+  auto g = told_fixed.get_future();
+  ASSERT_EQ(g.wait_for(2000ms), std::future_status::ready);
+  EXPECT_EQ(g.get().cause, make_error_code(errc::master_switched));
+  std::error_code ec;
+  watchdog.unlock(ec);
+  EXPECT_EQ(ec, make_error_code(errc::lock_lost));
+}
+
+TEST_F(sentinel_test, waiters_are_served_on_the_new_master_after_the_switch) {
+  sentinel_rig rig;
+  client holder(sentinel_cfg(rig));
+  client waiter_client(sentinel_cfg(rig));
+  auto h = holder.lock("sentinel:wait");
+  h.lock();
+  rig.wait_replicated();
+  auto w = waiter_client.lock("sentinel:wait");
+  std::promise<void> got;
+  auto acquired = std::async(std::launch::async, [&] {
+    bool ok = w.try_lock(20000ms);
+    got.set_value();
+    if (ok) w.unlock();  // by the owner that took it
+    return ok;
+  });
+  // The waiter is subscribed and asleep before the switch.
+  ASSERT_TRUE(eventually([&] { return rig.master_client()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{sentinel:wait}"}).elements.at(1).integer == 1; }));
+  auto new_port = rig.failover();
+  // It re-subscribes on the new master: the unlock published there wakes it.
+  ASSERT_TRUE(eventually([&] { return rig.client(new_port)({"PUBSUB", "NUMSUB", "redisson_lock__channel:{sentinel:wait}"}).elements.at(1).integer == 1; }, 5000ms));
+  auto t0 = steady::now();
+  h.unlock();
+  ASSERT_EQ(got.get_future().wait_for(5000ms), std::future_status::ready);
+  // Right after the switch the old master resyncs as the new one's replica: the unlock and the
+  // grant may each wait out replica_ack.timeout (500 ms) once.
+  std::printf("waiter served %lld ms after the unlock on the new master\n", ms_since(t0));
+  EXPECT_LT(ms_since(t0), 3000);
+  EXPECT_TRUE(acquired.get());
+}
+
+TEST_F(sentinel_test, a_frozen_master_is_replaced_and_a_replicated_hold_is_kept) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig, 6000ms);  // interval 2 s: the switch (~2.5 s) fits in the lease
+  client c(cfg);
+  auto l = c.lock("sentinel:frozen");
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info&) { ++lost; });
+  l.lock();
+  rig.wait_replicated();
+  auto t0 = steady::now();
+  auto old_port = rig.pause_master();
+  auto new_port = rig.wait_for_switch(old_port, steady::now() + 15s);
+  std::printf("SIGSTOP: switch after %lld ms\n", ms_since(t0));
+  EXPECT_TRUE(eventually([&] { return rig.client(new_port)({"PTTL", "sentinel:frozen"}).integer > 4000; }, 4000ms));
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_TRUE(l.valid());
+  rig.resume(old_port);
+  l.unlock();
+  EXPECT_FALSE(key_exists(rig.client(new_port), "sentinel:frozen"));
+}
+
+TEST_F(sentinel_test, sentinels_with_their_own_password) {
+  sentinel_rig_options o;
+  o.password = "data-secret";
+  o.sentinel_password = "sentinel-secret";
+  sentinel_rig rig(o);
+  {
+    client c(sentinel_cfg(rig));
+    EXPECT_TRUE(c.lock("sentinel:auth").try_lock());
+  }
+  // The Sentinels refuse the data password: a typed error naming what each Sentinel said.
+  auto wrong = sentinel_cfg(rig);
+  wrong.sentinel.password = "data-secret";
+  client c(wrong);
+  std::error_code ec;
+  auto t0 = steady::now();
+  c.lock("sentinel:auth2").try_lock(ec);
+  EXPECT_EQ(ec, make_error_code(errc::no_sentinel)) << ec.message();
+  EXPECT_LT(ms_since(t0), 3000);
+  EXPECT_NE(last_error_text().find("NOAUTH"), std::string::npos) << last_error_text();
+}
+
+TEST_F(sentinel_test, an_unknown_master_name_is_a_typed_error_naming_it) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig);
+  cfg.sentinel.master_name = "no-such-master";
+  client c(cfg);
+  std::error_code ec;
+  c.lock("sentinel:x").try_lock(ec);
+  EXPECT_EQ(ec, make_error_code(errc::no_sentinel));
+  EXPECT_NE(last_error_text().find("'no-such-master'"), std::string::npos) << last_error_text();
+}
+
+TEST_F(sentinel_test, acquisitions_wait_for_a_replica_and_roll_back_when_none_acknowledges) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig);
+  cfg.replica_ack.timeout = 200ms;
+  cfg.replica_ack.retry = false;
+  client c(cfg);
+  auto l = c.lock("sentinel:ack");
+  l.lock();  // replicas: auto → 1, since the master lists one
+  l.unlock();
+  auto stats = rig.master_client()({"INFO", "commandstats"}).str;
+  EXPECT_NE(stats.find("cmdstat_wait:calls="), std::string::npos) << "no WAIT went out";
+  // A replica that does not acknowledge: the grant is given back and reported.
+  rig.replica().pause();
+  std::error_code ec;
+  auto t0 = steady::now();
+  EXPECT_FALSE(l.try_lock(0ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::not_replicated)) << ec.message();
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_NE(last_error_text().find("0 of 1 replicas"), std::string::npos) << last_error_text();
+  EXPECT_FALSE(key_exists(rig.master_client(), "sentinel:ack"));
+  rig.replica().resume();
+}
+
+}  // namespace
+}  // namespace redlease::test
