@@ -78,6 +78,7 @@ std::string default_url() {
 config make_config(const std::string& url) {
   auto c = config::from_url(url);
   if (const char* pw = std::getenv("REDLEASE_PASSWORD"); pw && *pw) c.password = pw;
+  if (const char* pw = std::getenv("REDLEASE_SENTINEL_PASSWORD"); pw && *pw) c.sentinel.password = pw;
   c.client_name = "redlease-cli";
   return c;
 }
