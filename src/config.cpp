@@ -81,7 +81,6 @@ config config::from_url(std::string_view url, std::error_code& ec) {
   if (scheme_end == std::string_view::npos) return fail(errc::invalid_url);
   auto scheme = url.substr(0, scheme_end);
   auto rest = url.substr(scheme_end + 3);
-  if (scheme == "rediss") return fail(errc::tls_not_supported);
   if (scheme == "unix" || scheme == "redis+unix") {
     auto q = rest.find('?');
     auto path = rest.substr(0, q);
@@ -91,7 +90,8 @@ config config::from_url(std::string_view url, std::error_code& ec) {
     c.unix_socket = std::string(path);
     return c;
   }
-  if (scheme != "redis") return fail(errc::invalid_url);
+  if (scheme == "rediss") c.tls.enabled = true;
+  else if (scheme != "redis") return fail(errc::invalid_url);
 
   // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
   auto at = rest.rfind('@');
@@ -163,7 +163,7 @@ std::string config::redacted_url() const {
     if (database) out.append("?db=").append(std::to_string(database));
     return out;
   }
-  out.append("redis://");
+  out.append(tls.enabled ? "rediss://" : "redis://");
   if (!username.empty()) {
     append_userinfo_encoded(out, username);
     out.append(password.empty() ? "@" : ":***@");

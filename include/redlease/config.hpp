@@ -35,6 +35,35 @@ enum class sync_wait_policy {
   cpu_first,
 };
 
+/// TLS settings of one kind of connection (the data nodes; later also Sentinels).
+///
+/// With `enabled`, every connection of that kind is TLS 1.2 or later and the server's certificate
+/// is verified against a CA and the host name; a failure never falls back to plaintext.
+/// docs/deployment.md ("TLS") lists the errors and what to change for each.
+struct tls_options {
+  /// Connect with TLS. `rediss://` sets it; a TLS request on a unix socket fails with
+  /// `errc::tls_not_supported`.
+  bool enabled = false;
+  /// PEM file of the CA certificates to trust. With `ca_file` and `ca_dir` both empty, the
+  /// system's default store (OpenSSL's default paths).
+  std::string ca_file;
+  /// Directory of CA certificates in OpenSSL's hashed layout (`openssl rehash`).
+  std::string ca_dir;
+  /// Client certificate, PEM, for servers that require one (`tls-auth-clients yes`, mutual TLS).
+  std::string cert_file;
+  /// The client certificate's private key, PEM (unencrypted).
+  std::string key_file;
+  /// Server name sent in the handshake (SNI). Empty: the host connected to, when it is a DNS name
+  /// (an IP address is never sent as SNI).
+  std::string sni;
+  /// Verify the server's certificate against this name instead of the host connected to (e.g.
+  /// `localhost` when connecting to 127.0.0.1 with a certificate naming only `localhost`).
+  std::string verify_name;
+  /// Skip certificate and host-name verification. Encrypts but does not authenticate the server:
+  /// for tests only. Reported once through `config::on_error` at the first connection attempt.
+  bool insecure = false;
+};
+
 /// How and where a `client` connects, and the timing of its locks.
 ///
 /// A plain value type; copy it freely. `from_url` fills the address and credentials; the timing
@@ -93,16 +122,21 @@ struct config {
   /// default): one line on stderr. It must not block; an exception it throws is ignored.
   std::function<void(const background_error&)> on_error;
 
-  /// Parses `redis://[user:password@]host[:port][/db]`, `unix:///path.sock[?db=N]` or
-  /// `redis+unix://`, and rejects `rediss://` (TLS) with `errc::tls_not_supported`.
-  /// User and password are percent-decoded. Timing fields keep their defaults.
-  /// @throws redlease::error with `errc::invalid_url` or `errc::tls_not_supported`.
+  /// Parses `redis://[user:password@]host[:port][/db]`, `rediss://...` (the same with TLS: sets
+  /// `tls.enabled`; the port still defaults to 6379), `unix:///path.sock[?db=N]` or
+  /// `redis+unix://`. User and password are percent-decoded. Timing and TLS file fields keep their
+  /// defaults.
+  /// @throws redlease::error with `errc::invalid_url`.
   static config from_url(std::string_view url);
   /// As above; on failure sets `ec` and returns a default config.
   static config from_url(std::string_view url, std::error_code& ec);
 
-  /// The address as a URL without the password, for messages and logs.
+  /// The address as a URL without the password, for messages and logs (`rediss://` with TLS).
   std::string redacted_url() const;
+
+  /// TLS for the data connections (the command and pub/sub connections). Off unless `rediss://`
+  /// or set here.
+  tls_options tls;
 };
 
 }  // namespace redlease

@@ -36,7 +36,8 @@ enum class errc {
   wrong_type,
   /// The URL could not be parsed.
   invalid_url,
-  /// `rediss://` (TLS) is not supported yet.
+  /// TLS was requested (`config::tls.enabled`) for a unix-socket connection, which redlease does
+  /// not support. (Before TLS support, `rediss://` URLs were rejected with it.)
   tls_not_supported,
   /// An argument is out of range: empty name, negative/zero/overflowing duration, ...
   invalid_argument,
@@ -75,6 +76,35 @@ enum class errc {
   server_full,
   /// The server is loading its dataset (LOADING). Transient.
   server_loading,
+  /// The TLS handshake failed for a reason none of the codes below names (no common protocol
+  /// version or cipher, a certificate rejected for another reason, an alert from the server). The
+  /// message carries OpenSSL's words.
+  tls_handshake_failed,
+  /// The server's certificate is not signed by a CA this client trusts (or is self-signed). Set
+  /// `config::tls.ca_file` (`--cacert`) to the CA that signed it. Configuration: fails at once.
+  tls_untrusted_certificate,
+  /// The server's certificate does not name the host connected to. Connect by a name it lists, or
+  /// set `config::tls.verify_name` (`--sni`) to one. Configuration: fails at once.
+  tls_name_mismatch,
+  /// The server's certificate has expired (or is not valid yet). Renew it on the server (or check
+  /// this machine's clock). Configuration: fails at once.
+  tls_certificate_expired,
+  /// The server requires a client certificate (`tls-auth-clients yes`) and refused the connection
+  /// without one (or rejected the one sent). Set `config::tls.cert_file` and `key_file`
+  /// (`--cert`, `--key`). Configuration: fails at once.
+  tls_client_certificate_required,
+  /// A plaintext connection was reset or closed by the server during the Redis handshake before
+  /// any reply: what a Redis TLS port does with plaintext. Use `rediss://`. Reported only for
+  /// that pattern; retried like `connect_failed` (a server restarting at that moment looks alike).
+  tls_expected_by_server,
+  /// The server does not speak TLS on this port: it answered the TLS hello with bytes that are
+  /// not TLS, or did not answer it at all within `config::connect_timeout` (what a Redis plaintext
+  /// port does; a stalled server looks the same, so it is retried like `connect_timeout`). Use
+  /// `redis://`, or the server's TLS port.
+  tls_not_offered_by_server,
+  /// A file of `config::tls` (CA, certificate, key) could not be loaded, or the key does not match
+  /// the certificate. The message names the field and OpenSSL's reason. Configuration: fails at once.
+  tls_bad_files,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.
