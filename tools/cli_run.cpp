@@ -511,6 +511,7 @@ void setup_run(CLI::App& app, action_t& action) {
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  add_tls_flags(cmd);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->check(duration_validator());
   auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")
