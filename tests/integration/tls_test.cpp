@@ -191,14 +191,38 @@ TEST_F(tls_test, TlsToPlainPort) {
   server_options o;
   o.password = "plain-pw";
   redis_server s(o);
+  raw_client raw = s.client();
+  auto stat_line = [&](const std::string& name) {
+    std::string stats = raw({"INFO", "commandstats"}).str;
+    auto at = stats.find("cmdstat_" + name + ":");
+    return at == std::string::npos ? std::string() : stats.substr(at, stats.find('\r', at) - at);
+  };
+  const std::string auth_before = stat_line("auth"), ping_before = stat_line("ping");
+  ASSERT_FALSE(auth_before.empty());  // the raw client's own AUTH
   config c = tls_config("rediss://127.0.0.1:" + std::to_string(s.port()));
   c.password = "plain-pw";
   expect_failure(c, errc::tls_not_offered_by_server, {"redis://", "127.0.0.1:" + std::to_string(s.port())});
-  raw_client raw = s.client();
-  std::string stats = raw({"INFO", "commandstats"}).str;
-  EXPECT_EQ(stats.find("cmdstat_client"), std::string::npos) << stats;
-  EXPECT_EQ(stats.find("cmdstat_auth:calls=1,"), std::string::npos) << "only the test's own AUTH: " << stats;
+  EXPECT_EQ(stat_line("auth"), auth_before) << "AUTH was sent in plaintext";
+  EXPECT_EQ(stat_line("client|setname"), "") << "CLIENT SETNAME was sent in plaintext";
+  EXPECT_EQ(stat_line("ping"), ping_before) << "PING was sent in plaintext";
   EXPECT_EQ(raw({"INFO", "errorstats"}).str.find("errorstat_"), std::string::npos);
+}
+
+// A restarted server: the client reconnects with a fresh TLS session, and locks work again.
+TEST_F(tls_test, ReconnectsAfterRestart) {
+  auto s = start(certs_->server());
+  client cl{tls_config(s->tls_url())};
+  cl.ping();
+  s->restart();
+  ASSERT_TRUE(eventually([&] {
+    std::error_code ec;
+    cl.ping(ec);
+    return !ec;
+  }));
+  EXPECT_GE(cl.stats().connects, 2u);
+  auto l = cl.lock("after-restart");
+  EXPECT_TRUE(l.try_lock());
+  l.unlock();
 }
 
 TEST_F(tls_test, PlainToTlsPort) {
