@@ -130,7 +130,8 @@ void add_tls_flags(CLI::App* cmd) {
   cmd->add_option("--cacert", f.cacert,
                   "TLS: PEM file of the CA that signed the server's certificate (default: $REDLEASE_CACERT, "
                   "else the system store)");
-  cmd->add_option("--cert", f.cert, "TLS: client certificate, PEM, for servers that require one (default: $REDLEASE_CERT)");
+  cmd->add_option("--cert", f.cert,
+                  "TLS: client certificate, PEM, for servers that require one (default: $REDLEASE_CERT)");
   cmd->add_option("--key", f.key, "TLS: the client certificate's private key, PEM (default: $REDLEASE_KEY)");
   cmd->add_option("--sni", f.sni,
                   "TLS: server name sent in the handshake and verified in the certificate instead of the host");

@@ -84,7 +84,7 @@ struct config {
   /// Name set with CLIENT SETNAME on every connection (visible in CLIENT LIST); empty: none.
   std::string client_name = "redlease";
 
-  /// Bound on one connection attempt (resolve + connect + handshake).
+  /// Bound on one connection attempt (resolve + connect + TLS handshake + Redis handshake).
   std::chrono::milliseconds connect_timeout{2000};
   /// Bound on every request, from the moment it is issued to its reply.
   std::chrono::milliseconds request_timeout{5000};

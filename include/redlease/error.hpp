@@ -93,9 +93,10 @@ enum class errc {
   /// without one (or rejected the one sent). Set `config::tls.cert_file` and `key_file`
   /// (`--cert`, `--key`). Configuration: fails at once.
   tls_client_certificate_required,
-  /// A plaintext connection was reset or closed by the server during the Redis handshake before
-  /// any reply: what a Redis TLS port does with plaintext. Use `rediss://`. Reported only for
-  /// that pattern; retried like `connect_failed` (a server restarting at that moment looks alike).
+  /// Plaintext to a TLS port: the server reset the plaintext connection before any reply (what a
+  /// Redis TLS port does) and answered a TLS handshake on a second connection (the check that
+  /// tells it from a refusing proxy or a server going down: those stay `connect_failed`). Use
+  /// `rediss://`. Configuration: fails at once.
   tls_expected_by_server,
   /// The server does not speak TLS on this port: it answered the TLS hello with bytes that are
   /// not TLS, or did not answer it at all within `config::connect_timeout` (what a Redis plaintext

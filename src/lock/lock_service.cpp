@@ -27,10 +27,9 @@ bool refused_for_now(std::error_code ec) {
 
 // Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.
 bool transient(std::error_code ec) {
-  // The two TLS guesses are retried like the timeouts and resets they are inferred from.
+  // A port without TLS that stays silent looks like a stalled server: retried like connect_timeout.
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || ec == errc::tls_expected_by_server || ec == errc::tls_not_offered_by_server ||
-         refused_for_now(ec);
+         ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec);
 }
 
 bool valid_duration(ms d, bool allow_zero) {

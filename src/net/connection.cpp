@@ -10,6 +10,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "background.hpp"
 #include "redlease/error.hpp"
@@ -26,7 +27,7 @@ bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.
 bool needs_configuration(std::error_code ec) {
   return ec == errc::protocol_error || ec == errc::tls_untrusted_certificate || ec == errc::tls_name_mismatch ||
          ec == errc::tls_certificate_expired || ec == errc::tls_client_certificate_required ||
-         ec == errc::tls_bad_files || ec == errc::tls_not_supported;
+         ec == errc::tls_bad_files || ec == errc::tls_not_supported || ec == errc::tls_expected_by_server;
 }
 
 // The first bytes of a TLS record (alert or handshake, version 3.x): a TLS server answering plaintext.
@@ -154,9 +155,10 @@ void connection::connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::end
   sock_.close();
   auto ep = asio::generic::stream_protocol::endpoint((*eps)[i]);
   if (open_cloexec(sock_.plain(), ep)) return connect_endpoint(eps, i + 1, gen);
-  sock_.plain().async_connect(ep, [this, self = shared_from_this(), eps, i, gen](std::error_code ec) {
+  sock_.plain().async_connect(ep, [this, self = shared_from_this(), eps, i, gen, ep](std::error_code ec) {
     if (gen != gen_ || state_ != state::connecting) return;
     if (ec) return connect_endpoint(eps, i + 1, gen);
+    peer_ = ep;
     std::error_code ignored;
     sock_.plain().set_option(asio::ip::tcp::no_delay(true), ignored);
     on_tcp_connected(gen);
@@ -191,22 +193,37 @@ void connection::on_attempt_timeout() {
   }
   if (state_ == state::tls_handshake)
     return attempt_failed(errc::connect_timeout, "timed out in the TLS handshake with " + where());
+  // The probe did not finish: the reset stands as it was.
+  if (state_ == state::probing) return attempt_failed(errc::connect_failed);
   attempt_failed(errc::connect_timeout);
 }
 
 void connection::handshake_io_failed(std::error_code ec) {
+  if (state_ == state::probing) return;  // the failed connection's other operation
   if (sock_.is_tls() && attempt_bytes_ == 0) {
     tls_failure f = classify_failure_after_handshake(ec, cfg_.tls, where());
     return attempt_failed(f.code, std::move(f.text));
   }
-  // A Redis TLS port resets a plaintext connection at its first bytes, before any reply.
+  // A Redis TLS port resets a plaintext connection at its first bytes, before any reply; so do a
+  // refusing proxy and a server going down. A TLS handshake on a new connection tells them apart.
   if (!sock_.is_tls() && cfg_.unix_socket.empty() && attempt_bytes_ == 0 &&
       (ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::broken_pipe)) {
-    return attempt_failed(errc::tls_expected_by_server,
-                          where() + " closed the connection during the Redis handshake, before any reply (" +
-                              ec.message() + "): is this a TLS port? use rediss://");
+    return probe_for_tls(ec);
   }
   attempt_failed(errc::connect_failed);
+}
+
+void connection::probe_for_tls(std::error_code first) {
+  state_ = state::probing;
+  sock_.close();
+  probe_ = std::make_shared<tls_probe>(ex_);
+  probe_->start(peer_, [this, self = shared_from_this(), gen = gen_, first](bool tls) {
+    if (gen != gen_ || state_ != state::probing) return;
+    if (!tls) return attempt_failed(errc::connect_failed);
+    attempt_failed(errc::tls_expected_by_server,
+                   where() + " closed the plaintext connection before any reply (" + first.message() +
+                       ") and answers a TLS handshake: it is a TLS port; use rediss://");
+  });
 }
 
 std::string connection::where() const {
@@ -280,6 +297,7 @@ void connection::on_handshake_reply(std::error_code ec, reply& r) {
 
 void connection::attempt_failed(std::error_code ec, std::string text) {
   if (state_ == state::closed) return;
+  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
   last_error_ = ec;
   last_error_text_ = std::move(text);
   ++gen_;
@@ -584,6 +602,7 @@ void connection::fail_queued(std::error_code ec) {
 void connection::close() {
   if (state_ == state::closed) return;
   state_ = state::closed;
+  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
   ++gen_;
   sock_.close();
   attempt_timer_.cancel();

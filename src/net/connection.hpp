@@ -88,7 +88,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const asio::any_io_executor& executor() const noexcept { return ex_; }
 
  private:
-  enum class state { idle, resolving, connecting, tls_handshake, handshake, up, backoff, closed };
+  enum class state { idle, resolving, connecting, tls_handshake, handshake, probing, up, backoff, closed };
   struct inflight {
     reply_handler handler;  // empty for a request that already timed out: its reply is dropped
     std::string payload;    // kept for idempotent requests only, to resend after a reconnect
@@ -108,6 +108,8 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_attempt_timeout();
   // A read or write failed before the connection was up: says why, as precisely as the evidence allows.
   void handshake_io_failed(std::error_code ec);
+  // A plaintext connection was reset before any reply: is the port a TLS port? Ends the attempt.
+  void probe_for_tls(std::error_code first);
   // "host:port" (or the socket path), for messages.
   std::string where() const;
   void on_handshake_reply(std::error_code ec, reply& r);
@@ -137,6 +139,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::unique_ptr<asio::ssl::context> tls_ctx_;  // built at the first attempt with cfg_.tls.enabled
   // The host of the current attempt: resolved, and the name TLS verifies and sends as SNI.
   std::string host_;
+  asio::generic::stream_protocol::endpoint peer_;  // the TCP endpoint of the current attempt
+  std::shared_ptr<tls_probe> probe_;               // while state_ == probing
   asio::steady_timer attempt_timer_;   // connect timeout, then reconnect backoff
   asio::steady_timer timeout_timer_;   // request deadlines
   asio::steady_timer liveness_timer_;  // a stuck connection's drop

@@ -9,6 +9,8 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <utility>
+
 #include "redlease/error.hpp"
 
 namespace redlease::detail {
@@ -113,7 +115,8 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
     const std::string& key = o.key_file.empty() ? o.cert_file : o.key_file;  // a PEM may hold both
     if ((ctx->use_private_key_file(key, asio::ssl::context::pem, ec), ec)) return bad("key_file", key);
     if (::SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
-      err = {errc::tls_bad_files, "TLS: config::tls.key_file '" + key + "' does not match cert_file '" + o.cert_file + "'"};
+      err = {errc::tls_bad_files,
+             "TLS: config::tls.key_file '" + key + "' does not match cert_file '" + o.cert_file + "'"};
       return nullptr;
     }
   }
@@ -130,7 +133,8 @@ tls_failure prepare_tls_stream(tls_stream& s, const tls_options& o, const std::s
   ::SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
   int ok = is_ip_address(name) ? ::X509_VERIFY_PARAM_set1_ip_asc(::SSL_get0_param(ssl), name.c_str())
                                : ::SSL_set1_host(ssl, name.c_str());
-  if (ok != 1) return {errc::tls_handshake_failed, "TLS: cannot verify the certificate against the name '" + name + "'"};
+  if (ok != 1)
+    return {errc::tls_handshake_failed, "TLS: cannot verify the certificate against the name '" + name + "'"};
   return {};
 }
 
@@ -160,6 +164,33 @@ tls_failure classify_failure_after_handshake(std::error_code ec, const tls_optio
   if (closed_by_peer(ec) && o.cert_file.empty())
     return client_certificate_failure(o, where, "it closed the connection right after the TLS handshake");
   return {errc::connect_failed, "TLS connection to " + where + " failed after the handshake: " + openssl_words(ec)};
+}
+
+tls_probe::tls_probe(const asio::any_io_executor& ex)
+    : ctx_(asio::ssl::context::tls_client), stream_(tls_stream::next_layer_type(ex), ctx_) {
+  std::error_code ignored;
+  ctx_.set_verify_mode(asio::ssl::verify_none, ignored);
+}
+
+void tls_probe::start(const asio::generic::stream_protocol::endpoint& ep, std::function<void(bool)> done) {
+  done_ = std::move(done);
+  stream_.next_layer().async_connect(ep, [self = shared_from_this()](std::error_code ec) {
+    if (ec) return self->finish(false);
+    self->stream_.async_handshake(asio::ssl::stream_base::client, [self](std::error_code ec) {
+      // A TLS alert from the server (reason codes from SSL_AD_REASON_OFFSET on) is TLS too.
+      self->finish(!ec || ssl_reason(ec) >= SSL_AD_REASON_OFFSET);
+    });
+  });
+}
+
+void tls_probe::cancel() noexcept {
+  std::error_code ignored;
+  stream_.next_layer().close(ignored);
+}
+
+void tls_probe::finish(bool tls) {
+  cancel();
+  if (auto done = std::exchange(done_, nullptr)) done(tls);
 }
 
 std::uint64_t tls_bytes_received(tls_stream& s) noexcept {

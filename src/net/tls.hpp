@@ -10,6 +10,7 @@
 #include <asio/ssl/stream.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -47,6 +48,25 @@ tls_failure classify_failure_after_handshake(std::error_code ec, const tls_optio
 
 /// Bytes the server sent on `s` so far (handshake included).
 std::uint64_t tls_bytes_received(tls_stream& s) noexcept;
+
+/// A one-off check whether a server speaks TLS, for a plaintext connection it reset before any
+/// reply: a TLS handshake on a connection of its own (no certificate check; nothing is sent but the
+/// handshake, and the connection is closed after it). `done(true)` when the server answered as a
+/// TLS server does (the handshake completed, or it sent a TLS alert). cancel() ends it; `done` is
+/// then still called (with false) unless it already was.
+class tls_probe : public std::enable_shared_from_this<tls_probe> {
+ public:
+  explicit tls_probe(const asio::any_io_executor& ex);
+  void start(const asio::generic::stream_protocol::endpoint& ep, std::function<void(bool)> done);
+  void cancel() noexcept;
+
+ private:
+  void finish(bool tls);
+
+  asio::ssl::context ctx_;
+  tls_stream stream_;
+  std::function<void(bool)> done_;
+};
 
 /// The byte stream of one connection attempt: the socket, or after start_tls() a TLS stream over it.
 /// Reconnects call close() and then build a fresh TLS stream; completions of a closed stream keep it

@@ -12,6 +12,7 @@
 #include <string>
 #include <thread>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 #include "test_certs.hpp"
 
@@ -229,6 +230,15 @@ TEST_F(tls_test, PlainToTlsPort) {
   auto s = start(certs_->server());
   config c = tls_config("redis://127.0.0.1:" + std::to_string(s->tls_port()));
   expect_failure(c, errc::tls_expected_by_server, {"rediss://", here(*s)});
+}
+
+// A reset before any reply is no proof of a TLS port: a route that refuses (here a proxy that
+// accepts and resets) stays connect_failed, because that peer does not answer a TLS handshake.
+TEST_F(tls_test, ResetByAPeerWithoutTlsIsConnectFailed) {
+  auto s = start(certs_->server());
+  fault_proxy proxy(s->port());
+  proxy.refuse(true);
+  expect_failure(tls_config("redis://127.0.0.1:" + std::to_string(proxy.port())), errc::connect_failed, {});
 }
 
 TEST_F(tls_test, TlsOnUnixSocketIsRefused) {
