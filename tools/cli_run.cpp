@@ -506,7 +506,7 @@ void setup_run(CLI::App& app, action_t& action) {
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
-      "76 lock lost; 64 usage; 69 Redis unreachable or authentication failed; 126/127 command not\n"
+      "76 lock lost; 64 usage; 69 Redis unreachable, authentication or TLS failed; 126/127 command not\n"
       "executable/not found.");
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
   cmd->add_option("command", o->command, "The command to run, after --")->required();

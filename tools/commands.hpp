@@ -21,7 +21,7 @@ namespace exit_code {
 inline constexpr int ok = 0;
 inline constexpr int usage = 64;          // EX_USAGE
 inline constexpr int data_error = 65;     // EX_DATAERR: the key holds something that is not such a lock
-inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable or authentication failed
+inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable, authentication or TLS failed
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
