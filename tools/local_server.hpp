@@ -31,7 +31,7 @@ struct server_options {
     std::string key_file;
     std::string ca_file;        // the CA that client certificates must chain to
     bool auth_clients = false;  // require a client certificate (`--tls-auth-clients yes`)
-  } tls;
+  } tls{};  // (the initializer keeps `server_options{a, b, c}` free of -Wmissing-field-initializers)
 };
 
 /// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket).
