@@ -105,6 +105,9 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
   ::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_compression, ec);
   ctx->set_verify_mode(o.insecure ? asio::ssl::verify_none : asio::ssl::verify_peer, ec);
+  // An encrypted key must fail to load (tls_bad_files), not make OpenSSL prompt on the terminal
+  // from the I/O thread.
+  ctx->set_password_callback([](std::size_t, asio::ssl::context::password_purpose) { return std::string(); }, ec);
   if (!o.ca_file.empty() && (ctx->load_verify_file(o.ca_file, ec), ec)) return bad("ca_file", o.ca_file);
   if (!o.ca_dir.empty() && (ctx->add_verify_path(o.ca_dir, ec), ec)) return bad("ca_dir", o.ca_dir);
   if (o.ca_file.empty() && o.ca_dir.empty() && (ctx->set_default_verify_paths(ec), ec))

@@ -184,6 +184,18 @@ TEST_F(tls_test, BadFiles) {
   c.tls.cert_file = certs_->client().cert;
   c.tls.key_file = certs_->server().key;  // not the certificate's key
   expect_failure(c, errc::tls_bad_files, {"key_file", "mismatch"});
+  // An encrypted key fails to load (no pass phrase prompt on the terminal).
+  c.tls.key_file = certs_->encrypted_key();
+  expect_failure(c, errc::tls_bad_files, {"key_file", "encrypted.key"});
+}
+
+TEST_F(tls_test, CaDirectory) {
+  auto s = start(certs_->server());
+  config c = tls_config(s->tls_url());
+  c.tls.ca_file.clear();
+  c.tls.ca_dir = certs_->ca_dir();
+  client cl{c};
+  cl.ping();
 }
 
 // TLS to a port without TLS: Redis waits silently for the end of a line that never comes. Nothing

@@ -43,6 +43,11 @@ echo 1000 > ca-db/serial
 printf '%s\n' '[ca]' 'default_ca = test' '[test]' 'database = ca-db/index.txt' 'new_certs_dir = ca-db' \
   'serial = ca-db/serial' 'default_md = sha256' 'policy = any' 'x509_extensions = ext' \
   '[any]' 'commonName = supplied' '[ext]' "$both" > ca.cnf
+mkdir ca-dir
+cp ca.crt ca-dir/
+openssl rehash ca-dir
+printf 'test-only\n' > pass.txt  # a pass phrase never goes on a command line, even a test's
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -aes-128-cbc -pass file:pass.txt -out encrypted.key
 openssl ca -batch -config ca.cnf -cert ca.crt -keyfile ca.key -in expired.csr -out expired.crt \
   -startdate 20200101000000Z -enddate 20200102000000Z -notext
 )sh";

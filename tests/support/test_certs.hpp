@@ -40,6 +40,10 @@ class test_certs {
   cert_pair other_ca_server() const { return pair("other-server"); }
   /// A client certificate (CN=client, extendedKeyUsage clientAuth) signed by ca().
   cert_pair client() const { return pair("client"); }
+  /// A directory with ca() in OpenSSL's hashed layout (`openssl rehash`), for `tls.ca_dir`.
+  std::string ca_dir() const { return dir_ + "/ca-dir"; }
+  /// A private key encrypted with a pass phrase (which redlease cannot use).
+  std::string encrypted_key() const { return dir_ + "/encrypted.key"; }
   /// The directory holding them.
   const std::string& dir() const noexcept { return dir_; }
 
