@@ -120,7 +120,11 @@ const std::error_category& error_category() noexcept;
 /// `std::errc::resource_deadlock_would_occur`, `connect_failed` == `std::errc::connection_refused`,
 /// `connection_lost` == `std::errc::connection_reset`, `not_owner` ==
 /// `std::errc::operation_not_permitted`, `server_busy` == `std::errc::device_or_resource_busy`,
-/// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`. They
+/// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`,
+/// `tls_not_supported` == `std::errc::protocol_not_supported`, `tls_client_certificate_required` ==
+/// `std::errc::permission_denied`, `tls_expected_by_server` == `std::errc::connection_reset`,
+/// `tls_not_offered_by_server` == `std::errc::protocol_error` (the other TLS codes have no
+/// portable counterpart). They
 /// also match the same conditions in Asio's system category: `ec ==
 /// asio::error_code(asio::error::operation_aborted).default_error_condition()` holds for
 /// `errc::operation_aborted`. (Two *codes* of different categories never compare equal in C++.)
