@@ -51,7 +51,14 @@ void client_impl::start() {
     });
     thread_id_ = thread_.get_id();
   }
-  asio::post(ex_, [self = shared_from_this()] { self->topo_->start(); });
+  asio::post(ex_, [self = shared_from_this()] {
+    if (self->cfg_.tls.enabled && self->cfg_.tls.insecure) {
+      report_background(self->cfg_, "tls", {},
+                        "config::tls.insecure is set: the server's certificate and host name are NOT verified "
+                        "(the connection is encrypted but anyone on the path can impersonate the server)");
+    }
+    self->topo_->start();
+  });
 }
 
 bool client_impl::on_io_thread() const noexcept {

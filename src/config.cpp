@@ -121,7 +121,6 @@ config config::from_url(std::string_view url, std::error_code& ec) {
   if (scheme_end == std::string_view::npos) return fail(errc::invalid_url);
   auto scheme = url.substr(0, scheme_end);
   auto rest = url.substr(scheme_end + 3);
-  if (scheme == "rediss") return fail(errc::tls_not_supported);
   if (scheme == "unix" || scheme == "redis+unix") {
     auto q = rest.find('?');
     auto path = rest.substr(0, q);
@@ -131,8 +130,10 @@ config config::from_url(std::string_view url, std::error_code& ec) {
     c.unix_socket = std::string(path);
     return c;
   }
-  bool sentinel = scheme == "redis-sentinel";
-  if (scheme != "redis" && !sentinel) return fail(errc::invalid_url);
+  bool sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
+  if (scheme == "rediss" || scheme == "rediss-sentinel") c.tls.enabled = true;
+  if (scheme == "rediss-sentinel") c.sentinel.tls.enabled = true;
+  else if (scheme != "redis" && !sentinel) return fail(errc::invalid_url);
 
   // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
   auto at = rest.rfind('@');
@@ -197,7 +198,8 @@ std::string config::redacted_url() const {
     if (database) out.append("?db=").append(std::to_string(database));
     return out;
   }
-  out.append(sentinel.nodes.empty() ? "redis://" : "redis-sentinel://");
+  if (sentinel.nodes.empty()) out.append(tls.enabled ? "rediss://" : "redis://");
+  else out.append(tls.enabled ? "rediss-sentinel://" : "redis-sentinel://");
   if (!username.empty()) {
     append_userinfo_encoded(out, username);
     out.append(password.empty() ? "@" : ":***@");

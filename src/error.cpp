@@ -27,7 +27,7 @@ class category final : public std::error_category {
       case errc::server_error: return "the Redis server returned an error";
       case errc::wrong_type: return "the key holds a value of the wrong type";
       case errc::invalid_url: return "invalid Redis URL";
-      case errc::tls_not_supported: return "rediss:// (TLS) is not supported yet";
+      case errc::tls_not_supported: return "TLS is not supported on a unix socket";
       case errc::invalid_argument: return "invalid argument";
       case errc::client_closed: return "the client is closed";
       case errc::operation_aborted: return "operation aborted";
@@ -43,6 +43,22 @@ class category final : public std::error_category {
       case errc::no_replicas: return "the Redis server has fewer replicas than min-replicas-to-write";
       case errc::server_full: return "the Redis server refused the connection: maxclients reached";
       case errc::server_loading: return "the Redis server is loading its dataset";
+      case errc::tls_handshake_failed: return "the TLS handshake with the Redis server failed";
+      case errc::tls_untrusted_certificate:
+        return "TLS: the server's certificate is signed by an unknown CA; set config::tls.ca_file / --cacert";
+      case errc::tls_name_mismatch:
+        return "TLS: the server's certificate does not name the host connected to; connect by a name it "
+               "lists or set config::tls.verify_name / --sni";
+      case errc::tls_certificate_expired:
+        return "TLS: the server's certificate has expired (or is not yet valid); renew it on the server";
+      case errc::tls_client_certificate_required:
+        return "TLS: the server requires a client certificate; set config::tls.cert_file and key_file / "
+               "--cert and --key";
+      case errc::tls_expected_by_server:
+        return "the server closed the connection during the handshake: is this a TLS port? use rediss://";
+      case errc::tls_not_offered_by_server:
+        return "TLS: the server does not speak TLS on this port; use redis://";
+      case errc::tls_bad_files: return "TLS: a CA, certificate or key file of config::tls could not be loaded";
       case errc::not_replicated: return "fewer replicas than config::replica_ack acknowledged the write in time";
       case errc::no_sentinel: return "no Sentinel answered with the master's address";
       case errc::master_switched: return "the master changed (failover) and the key had not reached the new master";
@@ -75,6 +91,10 @@ class category final : public std::error_category {
       case errc::server_oom: return std::errc::not_enough_memory;
       case errc::protocol_error: return std::errc::protocol_error;
       case errc::bad_reply: return std::errc::bad_message;
+      case errc::tls_not_supported: return std::errc::protocol_not_supported;
+      case errc::tls_client_certificate_required: return std::errc::permission_denied;
+      case errc::tls_expected_by_server: return std::errc::connection_reset;
+      case errc::tls_not_offered_by_server: return std::errc::protocol_error;
       default: return {ev, *this};
     }
   }

@@ -1061,6 +1061,7 @@ void setup_bench(CLI::App& app, action_t& action) {
                "(starts a private redis-server unless --redis)");
   auto opt = std::make_shared<options>();
   cmd->add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
+  add_tls_flags(cmd);
   cmd->add_flag("--json", opt->json, "One JSON object per line per case");
   cmd->add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
   cmd->add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "

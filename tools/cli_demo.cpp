@@ -104,8 +104,10 @@ verdict step_exclusion(const config& base, const std::string& url, const std::st
   client c{base};
   c.command({"DEL", "demo:counter"});
   // The child process: this same binary, hidden worker subcommand.
-  std::vector<std::string> args{self, "__worker", "--redis", url, "demo:exclusion", "demo:counter",
-                                std::to_string(iterations)};
+  std::vector<std::string> args{self, "__worker", "--redis", url};
+  for (auto& a : tls_flag_args()) args.push_back(a);
+  for (auto a : {std::string("demo:exclusion"), std::string("demo:counter"), std::to_string(iterations)})
+    args.push_back(std::move(a));
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -319,12 +321,14 @@ void setup_demo(CLI::App& app, action_t& action) {
   auto* cmd = app.add_subcommand("demo", "Show, live, what redlease does (starts a private redis-server unless --redis)");
   auto url = std::make_shared<std::string>();
   cmd->add_option("--redis", *url, "Run against this server instead of a private one");
+  add_tls_flags(cmd);
   cmd->callback([&action, url] { action = [url] { return run_demo(*url); }; });
 
   // The child process of step 2 (not shown in --help).
   auto* worker = app.add_subcommand("__worker", "")->group("");
   auto w = std::make_shared<std::tuple<std::string, std::string, std::string, int>>();
   worker->add_option("--redis", std::get<0>(*w))->required();
+  add_tls_flags(worker);
   worker->add_option("lock", std::get<1>(*w))->required();
   worker->add_option("counter", std::get<2>(*w))->required();
   worker->add_option("iterations", std::get<3>(*w))->required();

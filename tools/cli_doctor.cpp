@@ -1118,9 +1118,10 @@ void setup_doctor(CLI::App& app, action_t& action) {
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
-      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable or authentication failed.");
+      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS failed.");
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  add_tls_flags(cmd);
   cmd->add_flag("--json", o->json, "One JSON object per check per line (check, status, detail, advice)");
   cmd->add_option("--acl-user", o->acl_user,
                   "Check this ACL user's permissions with ACL DRYRUN (connect as an administrator); default: the "

@@ -506,11 +506,12 @@ void setup_run(CLI::App& app, action_t& action) {
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
-      "76 lock lost; 64 usage; 69 Redis unreachable or authentication failed; 126/127 command not\n"
+      "76 lock lost; 64 usage; 69 Redis unreachable, authentication or TLS failed; 126/127 command not\n"
       "executable/not found.");
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  add_tls_flags(cmd);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->check(duration_validator());
   auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")

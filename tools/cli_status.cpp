@@ -179,6 +179,7 @@ void setup_status(CLI::App& app, action_t& action) {
   auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
   cmd->add_option("names", o->names, "The locks' names")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  add_tls_flags(cmd);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");
   cmd->callback([&action, o] { action = [o] { return status(*o); }; });
 }

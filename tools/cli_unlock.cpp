@@ -64,6 +64,7 @@ void setup_unlock(CLI::App& app, action_t& action) {
   cmd->add_option("names", o->names, "The locks' names")->required();
   cmd->add_flag("--force", o->force, "Required: delete the lock whoever holds it");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
+  add_tls_flags(cmd);
   cmd->callback([&action, o] { action = [o] { return unlock(*o); }; });
 }
 

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redlease/config.hpp"
 
@@ -20,7 +21,7 @@ namespace exit_code {
 inline constexpr int ok = 0;
 inline constexpr int usage = 64;          // EX_USAGE
 inline constexpr int data_error = 65;     // EX_DATAERR: the key holds something that is not such a lock
-inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable or authentication failed
+inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable, authentication or TLS failed
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
 inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
@@ -35,16 +36,22 @@ inline constexpr int not_found = 127;     // command not found
 using action_t = std::function<int()>;
 
 /// The exit status for an error: usage (64), data (65, a key that is not such a lock), unavailable
-/// (69: unreachable, authentication, a port that is not Redis, or a server that refuses for now:
-/// maxclients, OOM, NOREPLICAS, LOADING, BUSY), configuration (78: ACL permission, renamed
+/// (69: unreachable, authentication, a port that is not Redis, every TLS failure, or a server that
+/// refuses for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY), configuration (78: ACL permission, renamed
 /// command), else software (70).
 int exit_code_for(const std::error_code& c);
 
 /// The default URL: $REDLEASE_URL, else redis://127.0.0.1:6379.
 std::string default_url();
 /// The config for `url`; $REDLEASE_PASSWORD, when set, supplies the password (so it never shows in
-/// `ps`). Throws redlease::error on a bad URL.
+/// `ps`), and the TLS flags of add_tls_flags() (or $REDLEASE_CACERT, $REDLEASE_CERT, $REDLEASE_KEY)
+/// the TLS files. Throws redlease::error on a bad URL.
 config make_config(const std::string& url);
+/// Adds --cacert, --cert, --key, --sni, --tls and --insecure to a subcommand that connects. One
+/// subcommand runs per process, so the values live in one place that make_config() reads.
+void add_tls_flags(CLI::App* cmd);
+/// The TLS flags given on this command line, to pass on to a child `redlease` process.
+std::vector<std::string> tls_flag_args();
 /// Parses "250ms", "5s", "2m", "1h" (also "1.5s"); a bare "0" is zero. Empty on a malformed or
 /// negative value.
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text);

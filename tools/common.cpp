@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
+#include <utility>
 
 #include "commands.hpp"
 #include "redlease/error.hpp"
@@ -75,12 +77,92 @@ std::string default_url() {
   return env && *env ? env : "redis://127.0.0.1:6379";
 }
 
+namespace {
+
+struct tls_flags {
+  std::string cacert, cert, key, sni;
+  std::string sentinel_password;  // never passed on to child processes (tls_flag_args)
+  bool tls = false;
+  bool insecure = false;
+};
+
+tls_flags& given_tls_flags() {
+  static tls_flags f;
+  return f;
+}
+
+// The flag's value, else the environment variable's.
+std::string flag_or_env(const std::string& flag, const char* env) {
+  if (!flag.empty()) return flag;
+  const char* v = std::getenv(env);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
 config make_config(const std::string& url) {
   auto c = config::from_url(url);
   if (const char* pw = std::getenv("REDLEASE_PASSWORD"); pw && *pw) c.password = pw;
-  if (const char* pw = std::getenv("REDLEASE_SENTINEL_PASSWORD"); pw && *pw) c.sentinel.password = pw;
+  const tls_flags& f = given_tls_flags();
+  c.sentinel.password = flag_or_env(f.sentinel_password, "REDLEASE_SENTINEL_PASSWORD");
   c.client_name = "redlease-cli";
+  c.tls.enabled = c.tls.enabled || f.tls;
+  c.tls.ca_file = flag_or_env(f.cacert, "REDLEASE_CACERT");
+  c.tls.cert_file = flag_or_env(f.cert, "REDLEASE_CERT");
+  c.tls.key_file = flag_or_env(f.key, "REDLEASE_KEY");
+  // Like redis-cli's --sni, and more: the name is also the one the certificate must carry.
+  c.tls.sni = f.sni;
+  c.tls.verify_name = f.sni;
+  c.tls.insecure = f.insecure;
+  // The same files serve the Sentinels (rediss-sentinel:// turns TLS on for both).
+  bool sentinel_tls = c.sentinel.tls.enabled;
+  c.sentinel.tls = c.tls;
+  c.sentinel.tls.enabled = sentinel_tls || (f.tls && !c.sentinel.nodes.empty());
+  if (c.tls.enabled && c.tls.insecure) {
+    static bool warned = false;
+    if (!std::exchange(warned, true))
+      std::cerr << "redlease: warning: --insecure: the server's TLS certificate is not verified\n";
+    // The library says the same through on_error: once is enough.
+    c.on_error = [](const background_error& e) {
+      if (e.source == "tls") return;
+      std::cerr << "redlease: " << e.source << ": " << (e.message.empty() ? e.code.message() : e.message) << "\n";
+    };
+  }
   return c;
+}
+
+void add_tls_flags(CLI::App* cmd) {
+  tls_flags& f = given_tls_flags();
+  cmd->add_option("--cacert", f.cacert,
+                  "TLS: PEM file of the CA that signed the server's certificate (default: $REDLEASE_CACERT, "
+                  "else the system store)");
+  cmd->add_option("--cert", f.cert,
+                  "TLS: client certificate, PEM, for servers that require one (default: $REDLEASE_CERT)");
+  cmd->add_option("--key", f.key, "TLS: the client certificate's private key, PEM (default: $REDLEASE_KEY)");
+  cmd->add_option("--sni", f.sni,
+                  "TLS: server name sent in the handshake and verified in the certificate instead of the host");
+  cmd->add_flag("--tls", f.tls, "Use TLS with a redis:// URL too (rediss:// means TLS)");
+  cmd->add_flag("--insecure", f.insecure, "TLS without verifying the server's certificate (tests only; warns)");
+  cmd->add_option("--sentinel-password", f.sentinel_password,
+                  "The Sentinels' own password, with a redis-sentinel:// URL (default: $REDLEASE_SENTINEL_PASSWORD; "
+                  "the variable keeps it out of ps)");
+}
+
+std::vector<std::string> tls_flag_args() {
+  const tls_flags& f = given_tls_flags();
+  std::vector<std::string> out;
+  auto opt = [&](const char* name, const std::string& v) {
+    if (v.empty()) return;
+    out.emplace_back(name);
+    out.push_back(v);
+  };
+  opt("--cacert", f.cacert);
+  opt("--cert", f.cert);
+  opt("--key", f.key);
+  opt("--sni", f.sni);
+  if (f.tls) out.emplace_back("--tls");
+  if (f.insecure) out.emplace_back("--insecure");
+  return out;
 }
 
 std::optional<std::chrono::milliseconds> parse_duration(const std::string& text) {
@@ -127,10 +209,15 @@ int exit_code_for(const std::error_code& c) {
   if (c == errc::wrong_type) return exit_code::data_error;
   if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
   if (c == errc::no_permission || c == errc::unknown_command) return exit_code::config_problem;
+  // Every TLS failure is a connection that cannot be made as configured: unavailable, like auth.
+  if (c.category() == error_category() && c.value() >= static_cast<int>(errc::tls_handshake_failed) &&
+      c.value() <= static_cast<int>(errc::tls_bad_files))
+    return exit_code::unavailable;
   if (c == errc::connect_failed || c == errc::connect_timeout || c == errc::auth_failed ||
       c == errc::select_failed || c == errc::request_timeout || c == errc::connection_lost ||
       c == errc::protocol_error || c == errc::server_full || c == errc::server_oom || c == errc::no_replicas ||
-      c == errc::server_busy || c == errc::server_loading || c == errc::server_readonly)
+      c == errc::server_busy || c == errc::server_loading || c == errc::server_readonly ||
+      c == errc::no_sentinel || c == errc::not_replicated)
     return exit_code::unavailable;
   return exit_code::software;
 }

@@ -316,6 +316,10 @@ redis_server::redis_server(server_options opts, const std::string& binary)
     // The port is free when picked but another process may take it before redis binds it.
     for (int attempt = 0; attempt < 10; ++attempt) {
       port_ = pick_free_port();
+      if (!opts_.tls.cert_file.empty()) {
+        do tls_port_ = pick_free_port();
+        while (tls_port_ == port_);
+      }
       if (spawn(why) == spawn_result::ready) return;
     }
     why = "could not start redis-server: " + why + log_tail();
@@ -354,6 +358,12 @@ std::string redis_server::url() const {
   return "redis://" + auth + host() + ":" + std::to_string(port_);
 }
 
+std::string redis_server::tls_url() const {
+  if (tls_port_ == 0) return {};
+  std::string auth = opts_.password.empty() ? std::string() : ":" + opts_.password + "@";
+  return "rediss://" + auth + host() + ":" + std::to_string(tls_port_);
+}
+
 redis_server::spawn_result redis_server::spawn(std::string& why) {
   std::vector<std::string> args = {binary_};
   if (uses_config_file()) args.push_back(config_path());
@@ -376,6 +386,13 @@ redis_server::spawn_result redis_server::spawn(std::string& why) {
     add("--unixsocketperm", "700");
   }
   if (!opts_.password.empty()) add("--requirepass", opts_.password);
+  if (!opts_.tls.cert_file.empty()) {
+    add("--tls-port", std::to_string(tls_port_));
+    add("--tls-cert-file", opts_.tls.cert_file);
+    add("--tls-key-file", opts_.tls.key_file);
+    if (!opts_.tls.ca_file.empty()) add("--tls-ca-cert-file", opts_.tls.ca_file);
+    add("--tls-auth-clients", opts_.tls.auth_clients ? "yes" : "no");
+  }
   args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);

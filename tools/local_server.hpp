@@ -32,6 +32,14 @@ struct server_options {
   /// `config_lines` as above (e.g. `sentinel monitor ...`). Sentinel rewrites that file, so its
   /// state (known replicas and Sentinels, epochs) survives stop()/start().
   bool sentinel = false;
+  /// TLS: with `cert_file` set the server also listens for TLS on `redis_server::tls_port()` (the
+  /// plain port stays, for the readiness PING and the raw client). PEM paths.
+  struct tls_files {
+    std::string cert_file;
+    std::string key_file;
+    std::string ca_file;        // the CA that client certificates must chain to
+    bool auth_clients = false;  // require a client certificate (`--tls-auth-clients yes`)
+  } tls{};  // (the initializer keeps `server_options{a, b, c}` free of -Wmissing-field-initializers)
 };
 
 /// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket).
@@ -59,6 +67,11 @@ class redis_server {
 
   /// The TCP port; stays the same across stop()/start().
   std::uint16_t port() const noexcept { return port_; }
+  /// The TLS port (0 unless `server_options::tls.cert_file` is set); stays the same across
+  /// stop()/start().
+  std::uint16_t tls_port() const noexcept { return tls_port_; }
+  /// "rediss://127.0.0.1:TLS_PORT" (with the password as in url()); "" without TLS.
+  std::string tls_url() const;
   /// The address it listens on: "127.0.0.1".
   std::string host() const { return "127.0.0.1"; }
   /// The unix socket path, or "" if `server_options::unix_socket` is false.
@@ -109,6 +122,7 @@ class redis_server {
   std::string binary_;
   std::string dir_;
   std::uint16_t port_ = 0;
+  std::uint16_t tls_port_ = 0;
   pid_t pid_ = -1;
   bool paused_ = false;
 };

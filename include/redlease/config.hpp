@@ -36,6 +36,35 @@ enum class sync_wait_policy {
   cpu_first,
 };
 
+/// TLS settings of one kind of connection (the data nodes, or the Sentinels).
+///
+/// With `enabled`, every connection of that kind is TLS 1.2 or later and the server's certificate
+/// is verified against a CA and the host name; a failure never falls back to plaintext.
+/// docs/deployment.md ("TLS") lists the errors and what to change for each.
+struct tls_options {
+  /// Connect with TLS. `rediss://` sets it; a TLS request on a unix socket fails with
+  /// `errc::tls_not_supported`.
+  bool enabled = false;
+  /// PEM file of the CA certificates to trust. With `ca_file` and `ca_dir` both empty, the
+  /// system's default store (OpenSSL's default paths).
+  std::string ca_file;
+  /// Directory of CA certificates in OpenSSL's hashed layout (`openssl rehash`).
+  std::string ca_dir;
+  /// Client certificate, PEM, for servers that require one (`tls-auth-clients yes`, mutual TLS).
+  std::string cert_file;
+  /// The client certificate's private key, PEM (unencrypted).
+  std::string key_file;
+  /// Server name sent in the handshake (SNI). Empty: the host connected to, when it is a DNS name
+  /// (an IP address is never sent as SNI).
+  std::string sni;
+  /// Verify the server's certificate against this name instead of the host connected to (e.g.
+  /// `localhost` when connecting to 127.0.0.1 with a certificate naming only `localhost`).
+  std::string verify_name;
+  /// Skip certificate and host-name verification. Encrypts but does not authenticate the server:
+  /// for tests only. Reported once through `config::on_error` at the first connection attempt.
+  bool insecure = false;
+};
+
 /// A host and port (a Sentinel's address).
 struct host_port {
   /// Host name or address.
@@ -62,6 +91,8 @@ struct sentinel_options {
   /// How often the master's address is asked again, besides listening to `+switch-master`: a
   /// switch that the subscription missed is seen within this interval.
   std::chrono::milliseconds poll_interval{1000};
+  /// TLS to the Sentinels (`rediss-sentinel://` enables it, and TLS to the data nodes too).
+  tls_options tls;
 };
 
 /// Replica acknowledgement: every acquisition, renewal and release script is followed, in the same
@@ -79,6 +110,7 @@ struct replica_ack_options {
   /// `errc::not_replicated` if its wait runs out first); false, fail with `errc::not_replicated`.
   bool retry = true;
 };
+
 
 /// How and where a `client` connects, and the timing of its locks.
 ///
@@ -100,7 +132,7 @@ struct config {
   /// Name set with CLIENT SETNAME on every connection (visible in CLIENT LIST); empty: none.
   std::string client_name = "redlease";
 
-  /// Bound on one connection attempt (resolve + connect + handshake).
+  /// Bound on one connection attempt (resolve + connect + TLS handshake + Redis handshake).
   std::chrono::milliseconds connect_timeout{2000};
   /// Bound on every request, from the moment it is issued to its reply.
   std::chrono::milliseconds request_timeout{5000};
@@ -144,16 +176,21 @@ struct config {
   /// Replica acknowledgement of lock writes (see `replica_ack_options`).
   replica_ack_options replica_ack;
 
-  /// Parses `redis://[user:password@]host[:port][/db]`, `unix:///path.sock[?db=N]` or
-  /// `redis+unix://`, and rejects `rediss://` (TLS) with `errc::tls_not_supported`.
-  /// User and password are percent-decoded. Timing fields keep their defaults.
-  /// @throws redlease::error with `errc::invalid_url` or `errc::tls_not_supported`.
+  /// Parses `redis://[user:password@]host[:port][/db]`, `rediss://...` (the same with TLS: sets
+  /// `tls.enabled`; the port still defaults to 6379), `unix:///path.sock[?db=N]` or
+  /// `redis+unix://`. User and password are percent-decoded. Timing and TLS file fields keep their
+  /// defaults.
+  /// @throws redlease::error with `errc::invalid_url`.
   static config from_url(std::string_view url);
   /// As above; on failure sets `ec` and returns a default config.
   static config from_url(std::string_view url, std::error_code& ec);
 
-  /// The address as a URL without the password, for messages and logs.
+  /// The address as a URL without the password, for messages and logs (`rediss://` with TLS).
   std::string redacted_url() const;
+
+  /// TLS for the data connections (the command and pub/sub connections). Off unless `rediss://`
+  /// or set here.
+  tls_options tls;
 };
 
 }  // namespace redlease

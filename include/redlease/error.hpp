@@ -36,7 +36,8 @@ enum class errc {
   wrong_type,
   /// The URL could not be parsed.
   invalid_url,
-  /// `rediss://` (TLS) is not supported yet.
+  /// TLS was requested (`config::tls.enabled`) for a unix-socket connection, which redlease does
+  /// not support. (Before TLS support, `rediss://` URLs were rejected with it.)
   tls_not_supported,
   /// An argument is out of range: empty name, negative/zero/overflowing duration, ...
   invalid_argument,
@@ -75,6 +76,36 @@ enum class errc {
   server_full,
   /// The server is loading its dataset (LOADING). Transient.
   server_loading,
+  /// The TLS handshake failed for a reason none of the codes below names (no common protocol
+  /// version or cipher, a certificate rejected for another reason, an alert from the server). The
+  /// message carries OpenSSL's words.
+  tls_handshake_failed,
+  /// The server's certificate is not signed by a CA this client trusts (or is self-signed). Set
+  /// `config::tls.ca_file` (`--cacert`) to the CA that signed it. Configuration: fails at once.
+  tls_untrusted_certificate,
+  /// The server's certificate does not name the host connected to. Connect by a name it lists, or
+  /// set `config::tls.verify_name` (`--sni`) to one. Configuration: fails at once.
+  tls_name_mismatch,
+  /// The server's certificate has expired (or is not valid yet). Renew it on the server (or check
+  /// this machine's clock). Configuration: fails at once.
+  tls_certificate_expired,
+  /// The server requires a client certificate (`tls-auth-clients yes`) and refused the connection
+  /// without one (or rejected the one sent). Set `config::tls.cert_file` and `key_file`
+  /// (`--cert`, `--key`). Configuration: fails at once.
+  tls_client_certificate_required,
+  /// Plaintext to a TLS port: the server reset the plaintext connection before any reply (what a
+  /// Redis TLS port does) and answered a TLS handshake on a second connection (the check that
+  /// tells it from a refusing proxy or a server going down: those stay `connect_failed`). Use
+  /// `rediss://`. Configuration: fails at once.
+  tls_expected_by_server,
+  /// The server does not speak TLS on this port: it answered the TLS hello with bytes that are
+  /// not TLS, or did not answer it at all within `config::connect_timeout` (what a Redis plaintext
+  /// port does; a stalled server looks the same, so it is retried like `connect_timeout`). Use
+  /// `redis://`, or the server's TLS port.
+  tls_not_offered_by_server,
+  /// A file of `config::tls` (CA, certificate, key) could not be loaded, or the key does not match
+  /// the certificate. The message names the field and OpenSSL's reason. Configuration: fails at once.
+  tls_bad_files,
   /// Fewer replicas than `config::replica_ack` asks for acknowledged a write in time (WAIT). An
   /// acquisition is rolled back first, then retried within its wait (`replica_ack.retry`) or
   /// reported. Renewals and releases ran on the master and stand.
@@ -99,7 +130,11 @@ const std::error_category& error_category() noexcept;
 /// `std::errc::resource_deadlock_would_occur`, `connect_failed` == `std::errc::connection_refused`,
 /// `connection_lost` == `std::errc::connection_reset`, `not_owner` ==
 /// `std::errc::operation_not_permitted`, `server_busy` == `std::errc::device_or_resource_busy`,
-/// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`. They
+/// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`,
+/// `tls_not_supported` == `std::errc::protocol_not_supported`, `tls_client_certificate_required` ==
+/// `std::errc::permission_denied`, `tls_expected_by_server` == `std::errc::connection_reset`,
+/// `tls_not_offered_by_server` == `std::errc::protocol_error` (the other TLS codes have no
+/// portable counterpart). They
 /// also match the same conditions in Asio's system category: `ec ==
 /// asio::error_code(asio::error::operation_aborted).default_error_condition()` holds for
 /// `errc::operation_aborted`. (Two *codes* of different categories never compare equal in C++.)

@@ -30,8 +30,9 @@ bool refused_for_now(std::error_code ec, const config& cfg) {
 
 // Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.
 bool transient(std::error_code ec, const config& cfg) {
+  // A port without TLS that stays silent looks like a stalled server: retried like connect_timeout.
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || refused_for_now(ec, cfg);
+         ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec, cfg);
 }
 
 bool valid_duration(ms d, bool allow_zero) {

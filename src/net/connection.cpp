@@ -2,6 +2,7 @@
 #include "net/connection.hpp"
 
 #include <asio/connect.hpp>
+#include <asio/error.hpp>
 #include <asio/ip/tcp.hpp>
 #include <asio/local/stream_protocol.hpp>
 #include <asio/post.hpp>
@@ -9,6 +10,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "background.hpp"
 #include "redlease/error.hpp"
@@ -19,6 +21,19 @@ namespace {
 constexpr std::size_t read_chunk = 64 * 1024;
 
 bool starts_with(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+// Failures that no reconnect heals: a request made while the client backs off fails at once with
+// the reason rather than waiting for the next attempt (a wrong port or certificate stays wrong).
+bool needs_configuration(std::error_code ec) {
+  return ec == errc::protocol_error || ec == errc::tls_untrusted_certificate || ec == errc::tls_name_mismatch ||
+         ec == errc::tls_certificate_expired || ec == errc::tls_client_certificate_required ||
+         ec == errc::tls_bad_files || ec == errc::tls_not_supported || ec == errc::tls_expected_by_server;
+}
+
+// The first bytes of a TLS record (alert or handshake, version 3.x): a TLS server answering plaintext.
+bool looks_like_tls_record(const char* p, std::size_t n) {
+  return n >= 2 && (p[0] == '\x15' || p[0] == '\x16') && p[1] == '\x03';
+}
 
 // Opens the socket close-on-exec: a program that forks and execs (redlease run, any user's) must not
 // hand its Redis connections to the child.
@@ -88,8 +103,7 @@ void connection::connect_attempt() {
   ++gen_;
   auto gen = gen_;
   auto self = shared_from_this();
-  std::error_code ignored;
-  sock_.close(ignored);
+  sock_.close();
   reader_.reset();
   wbuf_.clear();
   woff_ = 0;
@@ -99,9 +113,18 @@ void connection::connect_attempt() {
   attempt_timer_.async_wait([this, self, gen](std::error_code ec) {
     if (ec || gen != gen_ || state_ == state::up || state_ == state::closed || state_ == state::backoff)
       return;
-    attempt_failed(errc::connect_timeout);
+    on_attempt_timeout();
   });
 
+  if (cfg_.tls.enabled && !cfg_.unix_socket.empty()) {
+    return attempt_failed(errc::tls_not_supported,
+                          "TLS is not supported on a unix socket (" + cfg_.unix_socket + "): connect over TCP");
+  }
+  if (cfg_.tls.enabled && !tls_ctx_) {
+    tls_failure err;
+    tls_ctx_ = make_tls_context(cfg_.tls, err);
+    if (!tls_ctx_) return attempt_failed(err.code, std::move(err.text));
+  }
   if (cb_.resolve) {
     state_ = state::resolving;
     cb_.resolve([this, self, gen](std::error_code ec, std::string text, node_address a) {
@@ -116,8 +139,8 @@ void connection::connect_attempt() {
   if (!cfg_.unix_socket.empty()) {
     state_ = state::connecting;
     asio::generic::stream_protocol::endpoint ep{asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
-    if (open_cloexec(sock_, ep)) return attempt_failed(errc::connect_failed);
-    sock_.async_connect(ep, [this, self, gen](std::error_code ec) {
+    if (open_cloexec(sock_.plain(), ep)) return attempt_failed(errc::connect_failed);
+    sock_.plain().async_connect(ep, [this, self, gen](std::error_code ec) {
       if (gen != gen_ || state_ != state::connecting) return;
       if (ec) return attempt_failed(errc::connect_failed);
       on_connected(gen);
@@ -130,9 +153,12 @@ void connection::connect_attempt() {
 
 void connection::connect_to(const node_address& a, std::uint64_t gen) {
   state_ = state::resolving;
+  // The one place the host is chosen (the config's, or the resolver's answer): resolution, TLS SNI
+  // and the certificate's name all use host_.
+  host_ = a.host;
   auto resolver = std::make_shared<asio::ip::tcp::resolver>(ex_);
   resolver->async_resolve(
-      a.host, std::to_string(a.port),
+      host_, std::to_string(a.port),
       [this, self = shared_from_this(), gen, resolver](std::error_code ec,
                                                        asio::ip::tcp::resolver::results_type results) {
         if (gen != gen_ || state_ != state::resolving) return;
@@ -147,21 +173,88 @@ void connection::connect_to(const node_address& a, std::uint64_t gen) {
 void connection::connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i,
                                   std::uint64_t gen) {
   if (i >= eps->size()) return attempt_failed(errc::connect_failed);
-  std::error_code ignored;
-  sock_.close(ignored);
+  sock_.close();
   auto ep = asio::generic::stream_protocol::endpoint((*eps)[i]);
-  if (open_cloexec(sock_, ep)) return connect_endpoint(eps, i + 1, gen);
-  sock_.async_connect(ep, [this, self = shared_from_this(), eps, i, gen](std::error_code ec) {
+  if (open_cloexec(sock_.plain(), ep)) return connect_endpoint(eps, i + 1, gen);
+  sock_.plain().async_connect(ep, [this, self = shared_from_this(), eps, i, gen, ep](std::error_code ec) {
     if (gen != gen_ || state_ != state::connecting) return;
     if (ec) return connect_endpoint(eps, i + 1, gen);
+    peer_ = ep;
     std::error_code ignored;
-    sock_.set_option(asio::ip::tcp::no_delay(true), ignored);
+    sock_.plain().set_option(asio::ip::tcp::no_delay(true), ignored);
+    on_tcp_connected(gen);
+  });
+}
+
+void connection::on_tcp_connected(std::uint64_t gen) {
+  if (!cfg_.tls.enabled) return on_connected(gen);
+  // A fresh TLS stream per attempt; the Redis handshake (AUTH first) only ever runs inside it.
+  state_ = state::tls_handshake;
+  tls_failure err = prepare_tls_stream(sock_.start_tls(*tls_ctx_), cfg_.tls, host_);
+  if (err.code) return attempt_failed(err.code, std::move(err.text));
+  sock_.async_handshake([this, self = shared_from_this(), gen](std::error_code ec) {
+    if (gen != gen_ || state_ != state::tls_handshake) return;
+    if (ec) {
+      tls_failure f = classify_handshake_failure(ec, sock_.tls(), cfg_.tls, where());
+      return attempt_failed(f.code, std::move(f.text));
+    }
     on_connected(gen);
   });
 }
 
+void connection::on_attempt_timeout() {
+  if (state_ == state::tls_handshake && sock_.is_tls() && tls_bytes_received(sock_.tls()) == 0) {
+    // Not one byte in answer to the TLS hello: a Redis port without TLS waits like this for the end
+    // of a line that never comes. (So would a stalled server: the text says both.)
+    return attempt_failed(errc::tls_not_offered_by_server,
+                          "TLS: " + where() + " did not answer the TLS hello within " +
+                              std::to_string(cfg_.connect_timeout.count()) +
+                              " ms: it does not seem to speak TLS on this port (a Redis port without TLS stays "
+                              "silent); use redis://, or check that the server is not stalled");
+  }
+  if (state_ == state::tls_handshake)
+    return attempt_failed(errc::connect_timeout, "timed out in the TLS handshake with " + where());
+  // The probe did not finish: the reset stands as it was.
+  if (state_ == state::probing) return attempt_failed(errc::connect_failed);
+  attempt_failed(errc::connect_timeout);
+}
+
+void connection::handshake_io_failed(std::error_code ec) {
+  if (state_ == state::probing) return;  // the failed connection's other operation
+  if (sock_.is_tls() && attempt_bytes_ == 0) {
+    tls_failure f = classify_failure_after_handshake(ec, cfg_.tls, where());
+    return attempt_failed(f.code, std::move(f.text));
+  }
+  // A Redis TLS port resets a plaintext connection at its first bytes, before any reply; so do a
+  // refusing proxy and a server going down. A TLS handshake on a new connection tells them apart.
+  if (!sock_.is_tls() && cfg_.unix_socket.empty() && attempt_bytes_ == 0 &&
+      (ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::broken_pipe)) {
+    return probe_for_tls(ec);
+  }
+  attempt_failed(errc::connect_failed);
+}
+
+void connection::probe_for_tls(std::error_code first) {
+  state_ = state::probing;
+  sock_.close();
+  probe_ = std::make_shared<tls_probe>(ex_);
+  probe_->start(peer_, [this, self = shared_from_this(), gen = gen_, first](bool tls) {
+    if (gen != gen_ || state_ != state::probing) return;
+    if (!tls) return attempt_failed(errc::connect_failed);
+    attempt_failed(errc::tls_expected_by_server,
+                   where() + " closed the plaintext connection before any reply (" + first.message() +
+                       ") and answers a TLS handshake: it is a TLS port; use rediss://");
+  });
+}
+
+std::string connection::where() const {
+  if (!cfg_.unix_socket.empty() && !cb_.resolve) return cfg_.unix_socket;
+  return to_string(addr_);
+}
+
 void connection::on_connected(std::uint64_t gen) {
   state_ = state::handshake;
+  attempt_bytes_ = 0;
   start_read();
   // The handshake runs before any queued request: a request must never run unauthenticated or on the
   // wrong database. It costs one round trip per connection.
@@ -255,11 +348,11 @@ void connection::on_handshake_reply(std::error_code ec, reply& r, bool role) {
 
 void connection::attempt_failed(std::error_code ec, std::string text) {
   if (state_ == state::closed) return;
+  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
   last_error_ = ec;
   last_error_text_ = std::move(text);
   ++gen_;
-  std::error_code ignored;
-  sock_.close(ignored);
+  sock_.close();
   // Settle what was written on this attempt (handshake only: user requests are not sent before
   // the handshake completes).
   inflight_.clear();
@@ -276,8 +369,7 @@ void connection::connection_lost(std::error_code ec) {
   if (state_ == state::closed) return;
   ++stats_.connection_losses;
   ++gen_;
-  std::error_code ignored;
-  sock_.close(ignored);
+  sock_.close();
   writing_ = false;
   wbuf_.clear();
   woff_ = 0;
@@ -348,7 +440,7 @@ void connection::submit_here(request r) {
   }
   // The peer answered the last attempt with something that is not RESP: say so at once rather than
   // after a reconnect delay (a wrong port does not heal by waiting).
-  if (state_ == state::backoff && last_error_ == errc::protocol_error) {
+  if (state_ == state::backoff && needs_configuration(last_error_)) {
     call(r.handler, last_error_, failure_reply(last_error_));
     return;
   }
@@ -402,7 +494,7 @@ void connection::start_write() {
                          [this, self = shared_from_this(), gen](std::error_code ec, std::size_t n) {
                            if (gen != gen_) return;
                            writing_ = false;
-                           if (ec) return state_ == state::up ? connection_lost(ec) : attempt_failed(errc::connect_failed);
+                           if (ec) return state_ == state::up ? connection_lost(ec) : handshake_io_failed(ec);
                            stats_.bytes_written += n;
                            woff_ += n;
                            if (woff_ < wbuf_.size()) return start_write();
@@ -421,9 +513,16 @@ void connection::start_read() {
                           if (gen != gen_) return;
                           if (ec) {
                             if (state_ == state::up) connection_lost(ec);
-                            else attempt_failed(errc::connect_failed);
+                            else handshake_io_failed(ec);
                             return;
                           }
+                          if (state_ == state::handshake && attempt_bytes_ == 0 && !sock_.is_tls() &&
+                              looks_like_tls_record(rbuf_.get(), n)) {
+                            return attempt_failed(errc::tls_expected_by_server,
+                                                  where() + " answered the Redis handshake with a TLS record: "
+                                                            "this is a TLS port; use rediss://");
+                          }
+                          attempt_bytes_ += n;
                           last_read_ = clock::now();
                           reply r;
                           for (bool fed = false;;) {
@@ -564,9 +663,9 @@ void connection::fail_queued(std::error_code ec) {
 void connection::close() {
   if (state_ == state::closed) return;
   state_ = state::closed;
+  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
   ++gen_;
-  std::error_code ignored;
-  sock_.close(ignored);
+  sock_.close();
   attempt_timer_.cancel();
   timeout_timer_.cancel();
   liveness_timer_.cancel();

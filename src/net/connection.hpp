@@ -7,6 +7,7 @@
 #include <asio/any_io_executor.hpp>
 #include <asio/generic/stream_protocol.hpp>
 #include <asio/ip/tcp.hpp>
+#include <asio/ssl/context.hpp>
 #include <asio/steady_timer.hpp>
 
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "net/resp.hpp"
+#include "net/tls.hpp"
 #include "redlease/config.hpp"
 #include "redlease/detail/unique_function.hpp"
 #include "redlease/reply.hpp"
@@ -115,7 +117,7 @@ class connection : public std::enable_shared_from_this<connection> {
   const asio::any_io_executor& executor() const noexcept { return ex_; }
 
  private:
-  enum class state { idle, resolving, connecting, handshake, up, backoff, closed };
+  enum class state { idle, resolving, connecting, tls_handshake, handshake, probing, up, backoff, closed };
   struct inflight {
     reply_handler handler;  // empty for a request that already timed out: its reply is dropped
     std::string payload;    // kept for idempotent requests only, to resend after a reconnect
@@ -132,7 +134,15 @@ class connection : public std::enable_shared_from_this<connection> {
   void connect_attempt();
   void connect_to(const node_address& a, std::uint64_t gen);
   void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen);
+  void on_tcp_connected(std::uint64_t gen);
   void on_connected(std::uint64_t gen);
+  void on_attempt_timeout();
+  // A read or write failed before the connection was up: says why, as precisely as the evidence allows.
+  void handshake_io_failed(std::error_code ec);
+  // A plaintext connection was reset before any reply: is the port a TLS port? Ends the attempt.
+  void probe_for_tls(std::error_code first);
+  // "host:port" (or the socket path), for messages.
+  std::string where() const;
   void on_handshake_reply(std::error_code ec, reply& r, bool role);
   bool check_role(reply& r);
   void attempt_failed(std::error_code ec, std::string text = {});
@@ -157,7 +167,12 @@ class connection : public std::enable_shared_from_this<connection> {
   config cfg_;
   std::string client_name_;
   callbacks cb_;
-  asio::generic::stream_protocol::socket sock_;
+  transport sock_;
+  std::unique_ptr<asio::ssl::context> tls_ctx_;  // built at the first attempt with cfg_.tls.enabled
+  // The host of the current attempt: resolved, and the name TLS verifies and sends as SNI.
+  std::string host_;
+  asio::generic::stream_protocol::endpoint peer_;  // the TCP endpoint of the current attempt
+  std::shared_ptr<tls_probe> probe_;               // while state_ == probing
   asio::steady_timer attempt_timer_;   // connect timeout, then reconnect backoff
   asio::steady_timer timeout_timer_;   // request deadlines
   asio::steady_timer liveness_timer_;  // a stuck connection's drop
@@ -176,6 +191,7 @@ class connection : public std::enable_shared_from_this<connection> {
   node_address addr_;                  // where the current attempt goes (resolver's answer)
   std::string last_error_text_;        // words of the last failure (server text, protocol error), for the requests it fails
   clock::time_point last_read_{};      // when bytes last arrived (liveness)
+  std::uint64_t attempt_bytes_ = 0;    // bytes read on this connection since the Redis handshake began
   std::deque<queued> queued_;
   std::deque<inflight> inflight_;
   std::string wbuf_;

@@ -25,6 +25,7 @@ config sentinel_config(const config& cfg) {
   s.connect_timeout = cfg.sentinel.timeout;
   s.request_timeout = cfg.sentinel.timeout;
   s.reconnect_max_delay = std::max(cfg.sentinel.timeout, s.reconnect_min_delay);
+  s.tls = cfg.sentinel.tls;
   s.sentinel.nodes.clear();
   return s;
 }

@@ -22,6 +22,7 @@
 
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
+#include "test_certs.hpp"
 
 extern char** environ;
 
@@ -623,6 +624,40 @@ TEST_F(cli_auth_test, password_from_the_environment) {
                 .status,
             69);
   EXPECT_EQ(run({"run", "p", "--redis", url(), "--", "true"}).status, 0);  // the password in the URL
+}
+
+// TLS: --cacert (or $REDLEASE_CACERT) to trust the server's CA; a certificate from an unknown CA is
+// a connection that cannot be made: exit 69 with the reason; --insecure connects and warns.
+TEST_F(cli_test, tls_flags) {
+  if (!test_certs::available()) GTEST_SKIP() << "openssl not found";
+  test_certs certs;
+  server_options o;
+  o.tls.cert_file = certs.server().cert;
+  o.tls.key_file = certs.server().key;
+  o.tls.ca_file = certs.ca();
+  redis_server s(o);
+  const std::string tls_url = s.tls_url();
+
+  auto r = run({"run", "t", "--redis", tls_url, "--cacert", certs.ca(), "--", "true"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run({"status", "t", "--redis", tls_url}, {"REDLEASE_CACERT=" + certs.ca()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // --tls on a redis:// URL.
+  r = run({"status", "t", "--redis", "redis://127.0.0.1:" + std::to_string(s.tls_port()), "--tls", "--cacert",
+           certs.ca()});
+  EXPECT_EQ(r.status, 0) << r.err;
+
+  r = run({"run", "t", "--redis", tls_url, "--cacert", certs.other_ca(), "--", "true"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_NE(r.err.find("unknown CA"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--cacert"), std::string::npos) << r.err;
+  r = run({"status", "t", "--redis", tls_url});  // the system store does not know the test CA
+  EXPECT_EQ(r.status, 69) << r.err;
+
+  r = run({"status", "t", "--redis", tls_url, "--insecure"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: --insecure"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("NOT verified"), std::string::npos) << "warned twice: " << r.err;
 }
 
 }  // namespace

@@ -190,6 +190,17 @@ TEST_F(sentinel_test, sentinels_with_their_own_password) {
     client c(sentinel_cfg(rig));
     EXPECT_TRUE(c.lock("sentinel:auth").try_lock());
   }
+  // The CLI: the data password in the URL, the Sentinels' from the environment (never on the
+  // command line). The command sees the lock held on the master.
+  std::string url = "redis-sentinel://:data-secret@127.0.0.1:" + std::to_string(rig.sentinel_ports()[0]) +
+                    "?master=" + rig.master_name();
+  std::string cmd = "REDLEASE_SENTINEL_PASSWORD=sentinel-secret " + std::string(REDLEASE_CLI_PATH) + " run --redis '" +
+                    url + "' sentinel:cli -- sh -c 'test \"$REDLEASE_LOCK_NAME\" = sentinel:cli'";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::string no_pw = std::string(REDLEASE_CLI_PATH) + " run --redis '" + url + "' sentinel:cli -- true 2>/dev/null";
+  int st = std::system(no_pw.c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 69) << "no Sentinel password: unavailable";
   // The Sentinels refuse the data password: a typed error naming what each Sentinel said.
   auto wrong = sentinel_cfg(rig);
   wrong.sentinel.password = "data-secret";

@@ -171,9 +171,29 @@ TEST(ConfigFromUrl, DbAsQuery) {
   EXPECT_EQ(c.database, 4);
 }
 
-TEST(ConfigFromUrl, TlsNotSupported) {
-  expect_rejected("rediss://h:6380", errc::tls_not_supported);
-  expect_rejected("rediss://u:p@h:6380/1", errc::tls_not_supported);
+TEST(ConfigFromUrl, Rediss) {
+  config c = parse_ok("rediss://h:6380");
+  EXPECT_TRUE(c.tls.enabled);
+  EXPECT_EQ(c.host, "h");
+  EXPECT_EQ(c.port, 6380);
+  c = parse_ok("rediss://u:p@h:6380/1");
+  EXPECT_TRUE(c.tls.enabled);
+  EXPECT_EQ(c.username, "u");
+  EXPECT_EQ(c.password, "p");
+  EXPECT_EQ(c.database, 1);
+  c = parse_ok("rediss://[::1]");
+  EXPECT_TRUE(c.tls.enabled);
+  EXPECT_EQ(c.host, "::1");
+  EXPECT_EQ(c.port, 6379);
+  // The TLS file settings are not part of a URL: they keep their defaults.
+  EXPECT_TRUE(c.tls.ca_file.empty());
+  EXPECT_FALSE(c.tls.insecure);
+  EXPECT_FALSE(parse_ok("redis://h:6380").tls.enabled);
+  EXPECT_FALSE(parse_ok("unix:///tmp/r.sock").tls.enabled);
+  // The same checks as redis:// apply.
+  expect_rejected("rediss://", errc::invalid_url);
+  expect_rejected("rediss://h:0", errc::invalid_url);
+  expect_rejected("rediss://h/x", errc::invalid_url);
 }
 
 TEST(ConfigFromUrl, NoScheme) {
@@ -292,6 +312,8 @@ TEST(ConfigRedactedUrl, Shape) {
   EXPECT_EQ(config::from_url("unix:///tmp/r.sock?db=3").redacted_url(), "unix:///tmp/r.sock?db=3");
   EXPECT_EQ(config::from_url("redis://alice:pw@h:9/1").redacted_url(), "redis://alice:***@h:9/1");
   EXPECT_EQ(config::from_url("redis://:pw@h:9").redacted_url(), "redis://:***@h:9");
+  EXPECT_EQ(config::from_url("rediss://alice:pw@h:9/1").redacted_url(), "rediss://alice:***@h:9/1");
+  EXPECT_EQ(config::from_url("rediss://h").redacted_url(), "rediss://h:6379");
 }
 
 // A user name with characters that delimit a URL ('@' ':' '/') or start an escape ('%') is

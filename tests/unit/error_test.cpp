@@ -23,6 +23,9 @@ constexpr errc all_errcs[] = {
     errc::would_deadlock,  errc::server_busy,      errc::server_readonly, errc::bad_reply,
     errc::no_permission,   errc::unknown_command,  errc::server_oom,     errc::no_replicas,
     errc::server_full,     errc::server_loading,
+    errc::tls_handshake_failed,            errc::tls_untrusted_certificate, errc::tls_name_mismatch,
+    errc::tls_certificate_expired,         errc::tls_client_certificate_required,
+    errc::tls_expected_by_server,          errc::tls_not_offered_by_server, errc::tls_bad_files,
 };
 
 TEST(ErrorCategory, Name) {
@@ -34,6 +37,8 @@ TEST(ErrorCategory, Name) {
 TEST(ErrorCategory, ValuesAreStable) {
   EXPECT_EQ(static_cast<int>(errc::connect_failed), 1);
   EXPECT_EQ(static_cast<int>(errc::server_readonly), 19);
+  EXPECT_EQ(static_cast<int>(errc::tls_handshake_failed), 27);
+  EXPECT_EQ(static_cast<int>(errc::tls_bad_files), 34);
   int expected = 1;
   for (errc e : all_errcs) EXPECT_EQ(static_cast<int>(e), expected++);
 }
@@ -185,6 +190,10 @@ TEST(ErrorEquivalence, CodesMatchPortableConditions) {
   EXPECT_EQ(std::error_code(errc::connection_lost), std::errc::connection_reset);
   EXPECT_EQ(std::error_code(errc::protocol_error), std::errc::protocol_error);
   EXPECT_EQ(std::error_code(errc::bad_reply), std::errc::bad_message);
+  EXPECT_EQ(std::error_code(errc::tls_client_certificate_required), std::errc::permission_denied);
+  EXPECT_EQ(std::error_code(errc::tls_expected_by_server), std::errc::connection_reset);
+  EXPECT_EQ(std::error_code(errc::tls_not_offered_by_server), std::errc::protocol_error);
+  EXPECT_NE(std::error_code(errc::tls_untrusted_certificate), std::error_code(errc::tls_name_mismatch));
   // Codes without a portable counterpart keep their own condition, and codes stay distinct.
   EXPECT_NE(std::error_code(errc::lock_lost), std::errc::timed_out);
   EXPECT_EQ(std::error_code(errc::lock_lost), std::error_code(errc::lock_lost).default_error_condition());
