@@ -131,9 +131,9 @@ config config::from_url(std::string_view url, std::error_code& ec) {
     return c;
   }
   bool sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
-  if (scheme == "rediss" || scheme == "rediss-sentinel") c.tls.enabled = true;
-  if (scheme == "rediss-sentinel") c.sentinel.tls.enabled = true;
-  else if (scheme != "redis" && !sentinel) return fail(errc::invalid_url);
+  if (scheme != "redis" && scheme != "rediss" && !sentinel) return fail(errc::invalid_url);
+  c.tls.enabled = scheme == "rediss" || scheme == "rediss-sentinel";
+  c.sentinel.tls.enabled = scheme == "rediss-sentinel";
 
   // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
   auto at = rest.rfind('@');

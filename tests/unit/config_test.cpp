@@ -356,7 +356,12 @@ TEST(config_url, sentinel_urls_list_the_sentinels_and_name_the_master) {
   EXPECT_EQ(c.password, "s@cret");
   EXPECT_TRUE(c.sentinel.password.empty());
   EXPECT_EQ(c.redacted_url(), "redis-sentinel://app:***@10.0.0.1:26379,[::1]:26380,sentinel-c:26379/2?master=my%20master");
+  auto t = parse_ok("rediss-sentinel://s1:26380?master=m");
+  EXPECT_TRUE(t.tls.enabled);
+  EXPECT_TRUE(t.sentinel.tls.enabled);
+  EXPECT_EQ(t.redacted_url(), "rediss-sentinel://s1:26380?master=m");
   auto d = parse_ok("redis-sentinel://127.0.0.1:31100?master=mymaster");
+  EXPECT_FALSE(d.tls.enabled);
   ASSERT_EQ(d.sentinel.nodes.size(), 1u);
   EXPECT_EQ(d.sentinel.nodes[0].port, 31100);
   EXPECT_EQ(d.sentinel.master_name, "mymaster");
