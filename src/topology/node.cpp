@@ -60,7 +60,8 @@ int node::replicas_wanted() const {
 }
 
 void node::on_up() {
-  if (wait_ != probe::unknown || cfg_->replica_ack.replicas == 0) return;
+  int n = cfg_->replica_ack.replicas;
+  if (wait_ != probe::unknown || n == 0 || (n < 0 && !auto_ack_)) return;
   // Managed proxies refuse WAIT: find out once, before it matters, in the same write as whatever is
   // queued (no round trip of its own).
   std::string cmd;

@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   long long last_epoch = -1;
   for (int n = 0; n < 64; ++n) {
     reply rep;
-    if (r.next(rep) != resp_reader::status::ready) break;
+    if (r.next(rep) != resp_reader::status::reply) break;
     check(parse_master_addr(rep, "s", "mymaster"));
     auto info = parse_master_info(rep, "s", "mymaster");
     check(info);
