@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "lock/lock_service.hpp"
 
+#include "lock/protocol.hpp"
+
 #include <openssl/evp.h>
 
 #include <algorithm>
@@ -41,21 +43,7 @@ bool valid_duration(ms d, bool allow_zero) {
 
 }  // namespace
 
-std::string lock_channel(std::string_view name, lock_kind kind) {
-  std::string_view prefix = kind == lock_kind::reentrant ? "redisson_lock__channel" : "redlease_mutex__channel";
-  std::string out;
-  out.reserve(prefix.size() + name.size() + 3);
-  out.append(prefix);
-  if (name.find('{') != std::string_view::npos) {
-    out.push_back(':');
-    out.append(name);
-  } else {
-    out.append(":{");
-    out.append(name);
-    out.push_back('}');
-  }
-  return out;
-}
+std::string lock_channel(std::string_view name, lock_kind kind) { return protocol_of(kind).channel(name); }
 
 std::string latch_key(std::string_view name, std::string_view request) {
   // Redisson's latch name, so that it shares the lock's cluster slot.
@@ -101,6 +89,7 @@ struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_servi
   bool removed = false;
   bool release_in_doubt = false;           // an unlock's reply never came: it may have run
   std::string token;                       // mutex only (a reentrant hold's field derives from its owner)
+  std::uint64_t fence = 0;                 // the latest fenced grant's token (view_mu_)
   level_stack levels;
   std::unique_ptr<std::string> doubt_request;  // the request id of the unlock in doubt, reused by the next
   std::stop_source stop{std::nostopstate};     // made when someone asks for lost_token()
@@ -121,6 +110,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   std::optional<clock::time_point> deadline;
   std::shared_ptr<lost_slot> slot;
   std::string id;  // mutex only: this attempt's token (a reentrant field derives from the owner)
+  bool fenced = false;  // each grant also takes a fencing token
   bool_handler done;
   asio::steady_timer timer;
   bool trying = false;
@@ -221,6 +211,7 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
     v.held = true;
     v.valid = !h->lost && clock::now() < h->valid_until;
     v.valid_until = h->valid_until;
+    v.fence = h->fence;
     if (want_token) {
       if (!h->stop.stop_possible()) {
         h->stop = std::stop_source();
@@ -235,34 +226,30 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 // ---- acquire -----------------------------------------------------------------------------------
 
 void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
-                           attempt_handler h) {
+                           bool fenced, attempt_handler h) {
+  const auto& proto = protocol_of(kind);
   arg_list a;
-  a.buf.reserve(name.size() + id.size() + 48);
-  a.add(1LL).add(name);
-  const lua_script* s;
-  if (kind == lock_kind::reentrant) {
-    s = &lua::acquire;
-    a.add(lease.count()).add(scratch_field(owner));
-  } else {
-    s = &lua::mutex_acquire;
-    a.add(id).add(lease.count());
-  }
+  a.buf.reserve(name.size() + id.size() + 96);
+  proto.encode_acquire(a, acquire_request{name, scratch_field(owner), id, lease, fenced});
   auto sent = clock::now();
-  c_.route(name).exec_script_acked(*s, std::move(a), [this, name, kind, owner, id, h = std::move(h), sent](std::error_code ec, reply r) mutable {
+  c_.route(name).exec_script_acked(proto.acquire_script(fenced), std::move(a),
+                                   [this, &proto, name, kind, owner, id, h = std::move(h), sent](std::error_code ec,
+                                                                                                  reply r) mutable {
+    auto res = ec && ec != errc::not_replicated ? acquire_result{} : proto.decode_acquire(r);
     if (ec == errc::not_replicated && !closed_) {
-      if (!r.is_nil()) return h({}, r.is_integer() ? std::optional<long long>(r.integer) : std::nullopt, sent);
+      if (res.what != acquire_result::kind::granted) return h({}, res.pttl, 0, sent);
       // A grant the replicas did not confirm would not survive a failover: give it back (in order,
       // before any retry), then report it.
       std::string words = error_text_slot();
       return undo_acquire(name, kind, owner, id, [h = std::move(h), sent, words = std::move(words)]() mutable {
         scoped_error_text scope(std::move(words));
-        h(errc::not_replicated, std::nullopt, sent);
+        h(errc::not_replicated, std::nullopt, 0, sent);
       });
     }
-    if (ec) return h(ec, std::nullopt, sent);
-    if (r.is_nil()) return h({}, std::nullopt, sent);
-    if (r.is_integer()) return h({}, r.integer, sent);
-    h(errc::bad_reply, std::nullopt, sent);
+    if (ec) return h(ec, std::nullopt, 0, sent);
+    if (res.what == acquire_result::kind::granted) return h({}, std::nullopt, res.token, sent);
+    if (res.what == acquire_result::kind::busy) return h({}, res.pttl, 0, sent);
+    h(errc::bad_reply, std::nullopt, 0, sent);
   });
 }
 
@@ -277,21 +264,20 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   auto done = [then = std::move(then)](std::error_code, reply) mutable {
     if (then) then();
   };
-  arg_list a;
-  if (kind == lock_kind::mutex) {
-    // The token is this attempt's alone: delete the key only if it holds it.
-    a.add(1LL).add(name).add(lock_channel(name, kind)).add(id);
-    c_.exec_script(name, lua::mutex_release, std::move(a), std::move(done), false, true);
-    return;
-  }
-  // The release script in retry mode with the count the lost acquire would have produced: it
-  // decrements only if the server count is that one, and is a no-op if the acquire never ran.
+  const auto& proto = protocol_of(kind);
   hold* h = find(name, owner);
-  long long before = (h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0;
-  a.add(2LL).add(name).add(latch_key(name, random_token())).add(lock_channel(name, kind));
-  a.add("0").add(c_.cfg().watchdog_timeout.count()).add(scratch_field(owner)).add(before + 1).add("1");
-  a.add(latch_ttl().count());
-  exec_release(name, std::move(a), std::move(done), true);
+  release_request u;
+  u.name = name;
+  u.field = scratch_field(owner);
+  u.id = id;
+  auto request = random_token();
+  u.request = request;
+  u.remaining_lease = c_.cfg().watchdog_timeout;
+  u.expected = ((h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0) + 1;
+  u.latch_ttl = latch_ttl();
+  arg_list a;
+  proto.encode_undo(a, u);
+  c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -305,7 +291,7 @@ bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
 
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
-                           bool_handler h, std::shared_ptr<acquire_cancel> cancel) {
+                           bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced) {
   if (closed_) return h(errc::client_closed, false);
   if (cancel && cancel->requested) return h(errc::operation_aborted, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
@@ -315,7 +301,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     // mutex again) must not silently start a new hold in the middle of a critical section that is
     // already broken: the owner hears lock_lost, and unlocks to start afresh.
     if (held->lost) return h(errc::lock_lost, false);
-    if (kind == lock_kind::mutex) return h(errc::would_deadlock, false);
+    if (!protocol_of(kind).reentrant()) return h(errc::would_deadlock, false);
   }
   auto w = std::make_shared<waiter>(c_.executor());
   w->name = std::move(name);
@@ -327,12 +313,13 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->how = how;
   w->next_delay = how.initial;
   w->done = std::move(h);
-  if (kind == lock_kind::mutex) w->id = random_token();
+  w->fenced = fenced;
+  if (protocol_of(kind).per_attempt_id()) w->id = random_token();
   if (cancel) cancel->waiter = w;
   w->trying = true;
   ms effective = lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, kind, owner, effective, w->id,
-          [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) mutable {
+  attempt(w->name, kind, owner, effective, w->id, w->fenced,
+          [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
@@ -347,7 +334,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
-              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
+              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);
               return finish_waiter(w, {}, true);
             }
             if (w->deadline && clock::now() >= *w->deadline) return finish_waiter(w, {}, false);
@@ -356,7 +343,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
 }
 
 void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
-                               const std::string& id, clock::time_point sent,
+                               const std::string& id, std::uint64_t fence, clock::time_point sent,
                                const std::shared_ptr<lost_slot>& slot) {
   auto it = holds_.find(key{name, owner});
   std::shared_ptr<hold> h;
@@ -369,7 +356,7 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     h->name = name;
     h->owner = owner;
     h->kind = kind;
-    if (kind == lock_kind::mutex) h->token = id;
+    if (protocol_of(kind).per_attempt_id()) h->token = id;
     fresh = true;
   }
   if (slot) h->slot = slot;
@@ -378,6 +365,7 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     // One short lock per acquisition for what the local view reads: the set and the deadline.
     std::lock_guard<std::mutex> g(view_mu_);
     if (fresh) holds_.insert(h);
+    if (fence != 0) h->fence = fence;  // the latest grant's (a re-entry gets a new one)
     h->valid_until = sent + lease.value_or(c_.cfg().watchdog_timeout);
   }
   if (fresh) ++c_.held_locks;
@@ -461,7 +449,7 @@ void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long lo
   auto go = [this, w, pttl] {
     if (w->finished) return;
     join_channel(w, lock_channel(w->name, w->kind), false);
-    if (w->kind == lock_kind::mutex) {
+    if (protocol_of(w->kind).keyspace_wake()) {
       if (keyspace_ == keyspace::on) {
         std::string ch = "__keyspace@" + std::to_string(c_.cfg().database) + "__:" + w->name;
         join_channel(w, ch, true);
@@ -471,7 +459,7 @@ void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long lo
     }
     if (!w->finished && !w->trying) waiter_sleep(w, pttl);
   };
-  if (w->kind == lock_kind::mutex) with_keyspace_state(std::move(go));
+  if (protocol_of(w->kind).keyspace_wake()) with_keyspace_state(std::move(go));
   else go();
 }
 
@@ -610,10 +598,10 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   w->again = false;
   w->timer.cancel();
   // A fresh token per attempt: nothing meant for an earlier attempt can touch this one.
-  if (w->kind == lock_kind::mutex) w->id = random_token();
+  if (protocol_of(w->kind).per_attempt_id()) w->id = random_token();
   ms effective = w->lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, w->kind, w->owner, effective, w->id,
-          [this, w](std::error_code ec, std::optional<long long> pttl, clock::time_point sent) {
+  attempt(w->name, w->kind, w->owner, effective, w->id, w->fenced,
+          [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
@@ -632,7 +620,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->error_delay = ms(0);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
             if (!pttl) {
-              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, sent, w->slot);
+              on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);
               return finish_waiter(w, {}, true);
             }
             if (past) return finish_waiter(w, {}, false);
@@ -709,28 +697,6 @@ void lock_service::on_command_connection_up() {
 
 namespace {
 
-std::string sha1_hex(std::string_view text) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int n = 0;
-  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha1(), nullptr);
-  static constexpr char hex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i) {
-    out.push_back(hex[md[i] >> 4]);
-    out.push_back(hex[md[i] & 15]);
-  }
-  return out;
-}
-
-// release.lua with Redis 7's `allow-oom` flag: a release that only takes a hold away must work on a
-// server that is out of memory, also when it decrements (HINCRBY) or latches a retry (SET).
-const lua_script& release_allow_oom() {
-  static const std::string body = "#!lua flags=allow-oom\n" + std::string(lua::release.body);
-  static const std::string sha = sha1_hex(body);
-  static const lua_script s{"release_allow_oom", body, sha};
-  return s;
-}
-
 // Redis 6 has no script flags: it reads the shebang line as Lua and fails to compile it.
 bool shebang_refused(const reply& r) {
   return r.is_error() && r.str.find("Error compiling script") != std::string::npos &&
@@ -739,48 +705,47 @@ bool shebang_refused(const reply& r) {
 
 }  // namespace
 
-void lock_service::exec_release(const std::string& name, arg_list a, reply_handler h, bool always_eval) {
+void lock_service::exec_release(const std::string& name, const lock_protocol& proto, arg_list a, reply_handler h) {
   auto& n = c_.route(name);
   // A release too few replicas acknowledged did run on the master: it stands (there is nothing to
   // roll back to), and the caller is told it worked.
   reply_handler done = [h = std::move(h)](std::error_code ec, reply r) mutable {
     h(ec == errc::not_replicated ? std::error_code{} : ec, std::move(r));
   };
-  if (allow_oom_ == probe::no) return n.exec_script_acked(lua::release, std::move(a), std::move(done), false, always_eval);
+  const lua_script* flagged = proto.release_script(true);
+  if (allow_oom_ == probe::no || flagged == nullptr)
+    return n.exec_script_acked(*proto.release_script(false), std::move(a), std::move(done));
   // The first release probes the flag (no extra round trip): a server that cannot compile it gets
   // the plain script, and so does every later release of this client.
   std::optional<arg_list> copy;
   if (allow_oom_ == probe::unknown) copy = a;
-  n.exec_script_acked(release_allow_oom(), std::move(a),
-                      [this, &n, copy = std::move(copy), h = std::move(done), always_eval](std::error_code ec,
-                                                                                           reply r) mutable {
+  n.exec_script_acked(*flagged, std::move(a),
+                      [this, &n, &proto, copy = std::move(copy), h = std::move(done)](std::error_code ec,
+                                                                                      reply r) mutable {
                         if (copy && shebang_refused(r)) {
                           allow_oom_ = probe::no;
-                          return n.exec_script_acked(lua::release, std::move(*copy), std::move(h), false, always_eval);
+                          return n.exec_script_acked(*proto.release_script(false), std::move(*copy), std::move(h));
                         }
                         if (copy && !ec) allow_oom_ = probe::yes;
                         h(ec, std::move(r));
-                      },
-                      false, always_eval);
+                      });
 }
 
 void lock_service::release(std::string name, lock_kind kind, owner_id owner, void_handler done) {
   if (closed_) return done(errc::client_closed);
   if (name.empty()) return done(errc::invalid_argument);
+  const auto& proto = protocol_of(kind);
   std::shared_ptr<hold> h;
   if (auto it = holds_.find(key{name, owner}); it != holds_.end()) h = *it;
-  if (kind == lock_kind::mutex) {
-    // Without the token there is nothing this owner could release.
-    if (!h) return done(errc::not_owner);
-    return release_mutex(std::move(h), 0, std::move(done));
-  }
+  // Without the hold's token there is nothing this owner could release.
+  if (!h && proto.release_needs_hold()) return done(errc::not_owner);
   long long expected = h ? static_cast<long long>(h->levels.size()) : 0;
   // An earlier unlock of this hold may have run without our knowing (its reply timed out): this one
   // continues it, in retry mode and under its request id, so the script does not take the same
   // level twice.
   int attempt_no = h && h->release_in_doubt ? 1 : 0;
   std::string request = attempt_no > 0 && h->doubt_request ? *h->doubt_request : random_token();
-  release_reentrant(std::move(h), std::move(name), owner, attempt_no, expected, std::move(request), std::move(done));
+  release_hold(std::move(h), std::move(name), proto, owner, attempt_no, expected, std::move(request), std::move(done));
 }
 
 // A release whose reply did not come (the connection dropped, or it timed out and may still run
@@ -797,32 +762,8 @@ void lock_service::drop_lost_level(hold& h) {
   if (h.levels.empty()) erase(&h);
 }
 
-void lock_service::release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done) {
-  arg_list a;
-  a.add(1LL).add(h->name).add(lock_channel(h->name, lock_kind::mutex)).add(h->token);
-  c_.route(h->name).exec_script_acked(lua::mutex_release, std::move(a),
-                 [this, h, attempt_no, done = std::move(done)](std::error_code ec, reply r) mutable {
-                   if (ec == errc::not_replicated) ec.clear();  // it ran on the master: it stands
-                   if (release_unknown(ec) && attempt_no < 3 && !closed_ && !h->removed)
-                     return release_mutex(std::move(h), attempt_no + 1, std::move(done));
-                   if (ec) {
-                     h->release_in_doubt = release_unknown(ec);
-                     return done(ec);
-                   }
-                   if (!r.is_integer()) return done(errc::bad_reply);
-                   bool was_lost = h->lost;
-                   // The token is ours alone: on a retry (or after an unlock in doubt) a missing token
-                   // means the earlier compare-and-delete ran.
-                   bool gone_before = r.integer == 0 && (attempt_no > 0 || h->release_in_doubt);
-                   if (r.integer == 0 && !gone_before && !was_lost) mark_lost(*h, lost_reason::taken);
-                   erase(h.get());
-                   if (was_lost || (r.integer == 0 && !gone_before)) return done(errc::lock_lost);
-                   done({});
-                 });
-}
-
-void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
-                                     long long expected, std::string request, void_handler done) {
+void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
+                                int attempt_no, long long expected, std::string request, void_handler done) {
   // The lease the remaining holds keep if this is not the last one.
   ms lease = c_.cfg().watchdog_timeout;
   if (h && h->levels.size() > 1) {
@@ -830,20 +771,27 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
     for (std::size_t i = 0; i + 1 < h->levels.size(); ++i) wd = wd || !h->levels[i];
     if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
   }
+  release_request q;
+  q.name = name;
+  q.field = scratch_field(owner);
+  if (h) q.id = h->token;
+  q.request = request;
+  q.remaining_lease = lease;
+  q.expected = expected;
+  q.retry = attempt_no > 0;
+  q.latch_ttl = latch_ttl();
   arg_list a;
-  a.add(2LL).add(name).add(latch_key(name, request)).add(lock_channel(name, lock_kind::reentrant));
-  a.add("0").add(lease.count()).add(scratch_field(owner)).add(expected).add(attempt_no > 0 ? "1" : "0");
-  a.add(latch_ttl().count());
+  proto.encode_release(a, q);
   std::string route_key = name;
   exec_release(
-      route_key, std::move(a),
-      [this, h, name = std::move(name), owner, attempt_no, expected, request = std::move(request),
+      route_key, proto, std::move(a),
+      [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
-        if (release_unknown(ec) && attempt_no < 3 && !closed_) {
+        if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.
-          return release_reentrant(std::move(h), std::move(name), owner, attempt_no + 1, expected, std::move(request),
-                                   std::move(done));
+          return release_hold(std::move(h), std::move(name), proto, owner, attempt_no + 1, expected,
+                              std::move(request), std::move(done));
         }
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.
@@ -858,24 +806,25 @@ void lock_service::release_reentrant(std::shared_ptr<hold> h, std::string name, 
           h->doubt_request.reset();
         }
         bool was_lost = h && h->lost;
-        if (r.is_nil()) {
+        auto res = proto.decode_release(r);
+        if (res == release_result::bad) return done(errc::bad_reply);
+        if (res == release_result::not_held) {
           if (!h) return done(errc::not_owner);
           // A retry of the last hold that finds nothing: the first attempt freed it.
           if (attempt_no > 0 && expected == 1 && !was_lost) {
             erase(h.get());
             return done({});
           }
-          if (!was_lost) mark_lost(*h, lost_reason::deleted);
+          if (!was_lost) mark_lost(*h, proto.not_held_reason());
           drop_lost_level(*h);
           return done(errc::lock_lost);
         }
-        if (!r.is_integer()) return done(errc::bad_reply);
         if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)
         if (was_lost) {
           drop_lost_level(*h);
           return done(errc::lock_lost);
         }
-        if (r.integer == 1 || h->levels.size() <= 1) {
+        if (res == release_result::freed || h->levels.size() <= 1) {
           erase(h.get());
         } else {
           h->levels.pop_back();
@@ -906,25 +855,16 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
 void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, int_handler done) {
   if (closed_) return done(errc::client_closed, 0);
   if (name.empty()) return done(errc::invalid_argument, 0);
-  std::string cmd;
-  if (kind == lock_kind::reentrant) {
-    encode_command(cmd, {"HGET", name, field_of(owner)});
-    c_.exec(name, std::move(cmd), [done = std::move(done)](std::error_code ec, reply r) mutable {
-      if (ec) return done(ec, 0);
-      if (r.is_nil()) return done({}, 0);
-      long long v = 0;
-      auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-      if (e != std::errc{} || p != r.str.data() + r.str.size()) return done(errc::bad_reply, 0);
-      done({}, v);
-    }, true);
-    return;
-  }
+  const auto& proto = protocol_of(kind);
   hold* h = find(name, owner);
   std::string token = h ? h->token : std::string{};
-  encode_command(cmd, {"GET", name});
-  c_.exec(name, std::move(cmd), [token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
+  std::string cmd;
+  proto.encode_hold_count(cmd, name, scratch_field(owner));
+  c_.exec(name, std::move(cmd), [&proto, token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
     if (ec) return done(ec, 0);
-    done({}, (!token.empty() && r.is_string() && r.str == token) ? 1 : 0);
+    auto n = proto.decode_hold_count(r, token);
+    if (!n) return done(errc::bad_reply, 0);
+    done({}, *n);
   }, true);
 }
 
@@ -983,15 +923,15 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
     for (auto& h : batch) a.add(h->name);
     a.add(lease);
     std::string kinds(n, 'h');
-    for (std::size_t i = 0; i < n; ++i)
-      if (batch[i]->kind == lock_kind::mutex) kinds[i] = 's';
+    for (std::size_t i = 0; i < n; ++i) kinds[i] = protocol_of(batch[i]->kind).renew_letter();
     a.add(kinds);
-    // An empty id repeats the previous one (renew.lua): a run of one owner's locks sends its field once.
+    // A hold is known by its token (kinds with a per-attempt id) or by its owner's field. An empty
+    // id repeats the previous one (renew.lua): a run of one owner's locks sends its field once.
     const hold* prev = nullptr;
     for (auto& h : batch) {
-      if (h->kind == lock_kind::mutex) {
+      if (protocol_of(h->kind).per_attempt_id()) {
         a.add(h->token);
-      } else if (prev != nullptr && prev->kind == lock_kind::reentrant && prev->owner == h->owner) {
+      } else if (prev != nullptr && !protocol_of(prev->kind).per_attempt_id() && prev->owner == h->owner) {
         a.add(std::string_view{});
       } else {
         a.add(scratch_field(h->owner));

@@ -27,6 +27,7 @@
 namespace redlease::detail {
 
 class client_impl;
+class lock_protocol;
 
 /// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
 /// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
@@ -60,7 +61,7 @@ class lock_service {
   /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
   void acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait, std::optional<ms> lease,
                std::shared_ptr<lost_slot> slot, const wait_strategy& how, bool_handler h,
-               std::shared_ptr<acquire_cancel> cancel = nullptr);
+               std::shared_ptr<acquire_cancel> cancel = nullptr, bool fenced = false);
   /// Ends the acquisition with `errc::operation_aborted`: at once if no attempt is on the wire, else
   /// when its reply comes (a grant it brought is released first).
   void cancel_acquire(acquire_cancel& x);
@@ -73,6 +74,7 @@ class lock_service {
     bool valid = false;
     clock::time_point valid_until = clock::time_point::min();
     std::stop_token token;
+    std::uint64_t fence = 0;  // the fencing token of the hold's latest fenced grant (0: none)
   };
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
@@ -104,20 +106,23 @@ class lock_service {
     bool operator()(const std::shared_ptr<hold>& a, const key& b) const noexcept;
     bool operator()(const std::shared_ptr<hold>& a, const std::shared_ptr<hold>& b) const noexcept;
   };
-  using attempt_handler = unique_function<void(std::error_code, std::optional<long long> pttl, clock::time_point sent)>;
+  // (ec, pttl: empty when granted, the fencing token of a fenced grant, when the attempt was sent)
+  using attempt_handler =
+      unique_function<void(std::error_code, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent)>;
 
   void append_field(std::string& out, owner_id owner) const;
   std::string field_of(owner_id owner) const;
   // The owner field in a buffer reused by every call (no allocation): valid until the next call.
   std::string_view scratch_field(owner_id owner);
-  void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
+  void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id, bool fenced,
                attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
                     unique_function<void()> then = nullptr);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
-                   const std::string& id, clock::time_point sent, const std::shared_ptr<lost_slot>& slot);
+                   const std::string& id, std::uint64_t fence, clock::time_point sent,
+                   const std::shared_ptr<lost_slot>& slot);
   hold* find(std::string_view name, owner_id owner) const;
   void erase(hold* h);
   void mark_lost(hold& h, lost_reason why);
@@ -133,13 +138,13 @@ class lock_service {
   void on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent, const renew_context& ctx,
                   std::error_code ec, const reply& r);
   void verify_later(std::shared_ptr<hold> h, const renew_context& ctx);
-  void release_mutex(std::shared_ptr<hold> h, int attempt_no, void_handler done);
   void drop_lost_level(hold& h);
-  void release_reentrant(std::shared_ptr<hold> h, std::string name, owner_id owner, int attempt_no,
-                         long long expected, std::string request, void_handler done);
+  // One release of a hold, of any kind, and its retries (exactly once: see release.lua's latch).
+  void release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
+                    int attempt_no, long long expected, std::string request, void_handler done);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
-  void exec_release(const std::string& name, arg_list a, reply_handler h, bool always_eval = false);
+  void exec_release(const std::string& name, const lock_protocol& proto, arg_list a, reply_handler h);
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);

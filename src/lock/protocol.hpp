@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// The lock-kind seam. A lock kind is a protocol: its scripts and how their replies read, the
+// channel its releases publish on and whom they wake, and what a hold of it is. One wait engine and
+// one watchdog (lock_service) drive every protocol; a new kind (fair lock, read-write lock,
+// semaphore) is a new protocol with its scripts and tests, and no branch in the engine.
+// Sans-io: a protocol encodes arguments and decodes replies; it never sends anything itself.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "net/resp.hpp"
+#include "net/script.hpp"
+#include "redlease/lock.hpp"
+
+namespace redlease::detail {
+
+/// What one acquisition attempt sends.
+struct acquire_request {
+  std::string_view name;
+  std::string_view field;  // the owner's field "<client-uuid>:<owner>" (kinds that key by owner)
+  std::string_view id;     // this attempt's random id (kinds with `per_attempt_id`)
+  ms lease{0};
+  bool fenced = false;     // return a fencing token with the grant
+};
+
+/// What an acquisition attempt's reply says.
+struct acquire_result {
+  enum class kind { granted, busy, bad } what = kind::bad;
+  std::optional<long long> pttl;  // busy: the holder's remaining lease (-1: no expiry; empty: unknown)
+  std::uint64_t token = 0;        // granted and fenced: the fencing token
+};
+
+/// What one release sends (see release.lua for the reentrant meaning of each).
+struct release_request {
+  std::string_view name;
+  std::string_view field;
+  std::string_view id;       // the hold's token (kinds with `per_attempt_id`)
+  std::string_view request;  // this release's id (the latch of an idempotent retry)
+  ms remaining_lease{0};     // the lease the holds that remain keep
+  long long expected = 0;    // the hold count the client expects before this release
+  bool retry = false;        // a retry of a release whose reply never came
+  ms latch_ttl{0};
+};
+
+/// What a release's reply says.
+enum class release_result { freed, decremented, not_held, bad };
+
+class lock_protocol {
+ public:
+  virtual ~lock_protocol() = default;
+  /// The channel this kind's releases publish on (Redisson's name for Redisson's kinds).
+  virtual std::string channel(std::string_view name) const = 0;
+  /// Whether an owner may acquire again while it holds (else `would_deadlock`).
+  virtual bool reentrant() const = 0;
+  /// Whether each attempt carries a fresh random id that the hold keeps (a mutex's token).
+  virtual bool per_attempt_id() const = 0;
+  /// Whether a waiter also listens to the key's keyspace events (a holder of another library may
+  /// release without publishing).
+  virtual bool keyspace_wake() const = 0;
+  /// Whether a release needs the local hold (its token): without it, nothing could be released.
+  virtual bool release_needs_hold() const = 0;
+  /// Why a hold that a release finds not held was lost.
+  virtual lost_reason not_held_reason() const = 0;
+
+  virtual const lua_script& acquire_script(bool fenced) const = 0;
+  virtual void encode_acquire(arg_list& a, const acquire_request& r) const = 0;
+  virtual acquire_result decode_acquire(const reply& r) const = 0;
+
+  /// The release script; `allow_oom` asks for its Redis 7 variant with the allow-oom flag, where
+  /// the kind has one (nullptr otherwise).
+  virtual const lua_script* release_script(bool allow_oom) const = 0;
+  virtual void encode_release(arg_list& a, const release_request& r) const = 0;
+  virtual release_result decode_release(const reply& r) const = 0;
+
+  /// Gives back a grant whose reply never came: `before` holds were known before it.
+  virtual const lua_script& undo_script() const = 0;
+  virtual void encode_undo(arg_list& a, const release_request& r) const = 0;
+
+  /// The watchdog's renew.lua letter for this kind's key ("h": a hash field, "s": a string token).
+  virtual char renew_letter() const = 0;
+
+  /// The command that reads how many holds an owner has, and its reply (`token`: the hold's).
+  virtual void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const = 0;
+  virtual std::optional<long long> decode_hold_count(const reply& r, std::string_view token) const = 0;
+};
+
+/// The protocol of a kind. The objects live forever; thread-safe (they hold no state).
+const lock_protocol& protocol_of(lock_kind kind) noexcept;
+
+}  // namespace redlease::detail

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: MIT
+// The two kinds redlease had before the seam, as protocols: Redisson's reentrant lock (a hash of
+// owner fields and hold counts) and the SET NX PX mutex (a string holding a random token).
+#include <openssl/evp.h>
+
+#include <charconv>
+
+#include "lock/lock_service.hpp"
+#include "lock/protocol.hpp"
+#include "redlease_lua.hpp"
+
+namespace redlease::detail {
+namespace {
+
+std::string sha1_hex(std::string_view text) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(text.data(), text.size(), md, &n, EVP_sha1(), nullptr);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
+// release.lua with Redis 7's `allow-oom` flag: a release that only takes a hold away must work on a
+// server that is out of memory, also when it decrements (HINCRBY) or latches a retry (SET).
+const lua_script& release_allow_oom() {
+  static const std::string body = "#!lua flags=allow-oom\n" + std::string(lua::release.body);
+  static const std::string sha = sha1_hex(body);
+  static const lua_script s{"release_allow_oom", body, sha};
+  return s;
+}
+
+// `prefix:{name}`, or `prefix:name` when the name already has a hash tag (the channel then shares
+// the key's cluster slot).
+std::string tagged(std::string_view prefix, std::string_view name) {
+  std::string out;
+  out.reserve(prefix.size() + name.size() + 3);
+  out.append(prefix).push_back(':');
+  bool tag = name.find('{') == std::string_view::npos;
+  if (tag) out.push_back('{');
+  out.append(name);
+  if (tag) out.push_back('}');
+  return out;
+}
+
+// A grant: nil (plain scripts) or a one-element array holding the fencing token; contention: the
+// holder's PTTL.
+acquire_result decode_grant_or_pttl(const reply& r) {
+  acquire_result out;
+  if (r.is_nil()) {
+    out.what = acquire_result::kind::granted;
+  } else if (r.is_integer()) {
+    out.what = acquire_result::kind::busy;
+    out.pttl = r.integer;
+  } else if (r.is_array() && r.elements.size() == 1 && r.elements[0].is_integer() && r.elements[0].integer > 0) {
+    out.what = acquire_result::kind::granted;
+    out.token = static_cast<std::uint64_t>(r.elements[0].integer);
+  }
+  return out;
+}
+
+class reentrant_protocol final : public lock_protocol {
+ public:
+  std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
+  bool reentrant() const override { return true; }
+  bool per_attempt_id() const override { return false; }
+  bool keyspace_wake() const override { return false; }
+  bool release_needs_hold() const override { return false; }
+  lost_reason not_held_reason() const override { return lost_reason::deleted; }
+
+  const lua_script& acquire_script(bool fenced) const override { return fenced ? lua::fenced_acquire : lua::acquire; }
+  void encode_acquire(arg_list& a, const acquire_request& r) const override {
+    if (r.fenced) {
+      a.add(2LL).add(r.name).add(tagged("redisson_lock_token", r.name)).add(r.lease.count()).add(r.field);
+      return;
+    }
+    a.add(1LL).add(r.name).add(r.lease.count()).add(r.field);
+  }
+  acquire_result decode_acquire(const reply& r) const override { return decode_grant_or_pttl(r); }
+
+  const lua_script* release_script(bool allow_oom) const override {
+    return allow_oom ? &release_allow_oom() : &lua::release;
+  }
+  void encode_release(arg_list& a, const release_request& r) const override {
+    a.add(2LL).add(r.name).add(latch_key(r.name, r.request)).add(channel(r.name));
+    a.add("0").add(r.remaining_lease.count()).add(r.field).add(r.expected).add(r.retry ? "1" : "0");
+    a.add(r.latch_ttl.count());
+  }
+  release_result decode_release(const reply& r) const override {
+    if (r.is_nil()) return release_result::not_held;
+    if (!r.is_integer()) return release_result::bad;
+    return r.integer == 1 ? release_result::freed : release_result::decremented;
+  }
+
+  // The release script in retry mode with the count the lost acquire would have produced: it
+  // decrements only if the server count is that one, and is a no-op if the acquire never ran.
+  const lua_script& undo_script() const override { return lua::release; }
+  void encode_undo(arg_list& a, const release_request& r) const override {
+    release_request u = r;
+    u.retry = true;
+    encode_release(a, u);
+  }
+
+  char renew_letter() const override { return 'h'; }
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+    encode_command(out, {"HGET", name, field});
+  }
+  std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
+    if (r.is_nil()) return 0;
+    long long v = 0;
+    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
+    return v;
+  }
+};
+
+class mutex_protocol final : public lock_protocol {
+ public:
+  std::string channel(std::string_view name) const override { return tagged("redlease_mutex__channel", name); }
+  bool reentrant() const override { return false; }
+  bool per_attempt_id() const override { return true; }
+  bool keyspace_wake() const override { return true; }
+  bool release_needs_hold() const override { return true; }
+  lost_reason not_held_reason() const override { return lost_reason::taken; }
+
+  const lua_script& acquire_script(bool fenced) const override {
+    return fenced ? lua::mutex_fenced_acquire : lua::mutex_acquire;
+  }
+  void encode_acquire(arg_list& a, const acquire_request& r) const override {
+    if (r.fenced) {
+      a.add(2LL).add(r.name).add(tagged("redlease_mutex_token", r.name)).add(r.id).add(r.lease.count());
+      return;
+    }
+    a.add(1LL).add(r.name).add(r.id).add(r.lease.count());
+  }
+  acquire_result decode_acquire(const reply& r) const override { return decode_grant_or_pttl(r); }
+
+  const lua_script* release_script(bool allow_oom) const override {
+    return allow_oom ? nullptr : &lua::mutex_release;  // GET, DEL, PUBLISH: allowed out of memory
+  }
+  void encode_release(arg_list& a, const release_request& r) const override {
+    a.add(1LL).add(r.name).add(channel(r.name)).add(r.id);
+  }
+  // The token is the hold's alone: a release that finds it gone after an earlier attempt whose reply
+  // never came knows that attempt ran (the engine reads not_held on a retry that way).
+  release_result decode_release(const reply& r) const override {
+    if (!r.is_integer()) return release_result::bad;
+    return r.integer == 1 ? release_result::freed : release_result::not_held;
+  }
+
+  // The token is this attempt's alone: delete the key only if it holds it.
+  const lua_script& undo_script() const override { return lua::mutex_release; }
+  void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, r); }
+
+  char renew_letter() const override { return 's'; }
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view) const override {
+    encode_command(out, {"GET", name});
+  }
+  std::optional<long long> decode_hold_count(const reply& r, std::string_view token) const override {
+    return (!token.empty() && r.is_string() && r.str == token) ? 1 : 0;
+  }
+};
+
+}  // namespace
+
+const lock_protocol& protocol_of(lock_kind kind) noexcept {
+  static const reentrant_protocol reentrant;
+  static const mutex_protocol mutex;
+  // The registry of kinds: indexed by the public enum's value.
+  static const lock_protocol* const table[] = {&reentrant, &mutex};
+  return *table[static_cast<std::size_t>(kind)];
+}
+
+}  // namespace redlease::detail
