@@ -8,6 +8,7 @@
 #include "client_impl.hpp"
 #include "lock/lock_service.hpp"
 #include "random.hpp"
+#include "redlease_lua.hpp"
 
 namespace redlease {
 namespace detail {
@@ -199,6 +200,29 @@ void client::async_command_impl(std::vector<std::string> args,
     if (closed) return h(errc::client_closed, reply{});
     impl->exec(key, std::move(p), std::move(h));
   });
+}
+
+bool client::fenced_set(std::string_view key, std::uint64_t token, std::string_view value, std::error_code& ec) {
+  if (key.empty() || token == 0) {
+    ec = errc::invalid_argument;
+    return false;
+  }
+  detail::arg_list a;
+  a.add(1LL).add(key).add(std::to_string(token)).add(value);
+  return detail::sync_call<bool>(*impl_, ec, [impl = impl_.get(), k = std::string(key), a = std::move(a)](auto done) mutable {
+    impl->exec_script(k, detail::lua::fenced_set, std::move(a), [done = std::move(done)](std::error_code e, reply r) mutable {
+      if (e) return done(e, false);
+      if (!r.is_integer()) return done(errc::bad_reply, false);
+      done({}, r.integer == 1);
+    });
+  });
+}
+
+bool client::fenced_set(std::string_view key, std::uint64_t token, std::string_view value) {
+  std::error_code ec;
+  bool ok = fenced_set(key, token, value, ec);
+  throw_if(ec, "client::fenced_set");
+  return ok;
 }
 
 void client::ping(std::error_code& ec) {

@@ -549,7 +549,7 @@ row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key)
 
 // ---- B2-async: many owners on the client's own I/O thread --------------------------------------
 
-template <bool Mutex>
+template <bool Mutex, bool Fenced = false>
 row async_pairs(bench_ctx& x, const std::string& name, int owners) {
   row r;
   r.name = name;
@@ -581,7 +581,7 @@ row async_pairs(bench_ctx& x, const std::string& name, int owners) {
       return;
     }
     st->t0[i] = steady::now();
-    locks[i].async_lock(ids[i], [&, i](std::error_code ec) {
+    auto locked = [&, i](std::error_code ec) {
       if (ec) {
         if (st->error.empty()) st->error = "async_lock: " + ec.message();
         st->stop = true;
@@ -594,7 +594,12 @@ row async_pairs(bench_ctx& x, const std::string& name, int owners) {
         ++st->pairs;
         step(i);
       });
-    });
+    };
+    if constexpr (Fenced) {
+      locks[i].async_lock_and_get_token(ids[i], [locked](std::error_code ec, std::uint64_t) { locked(ec); });
+    } else {
+      locks[i].async_lock(ids[i], locked);
+    }
   };
   auto run = [&](double secs, bool record, snap* a, snap* b) {
     state s;
@@ -1024,6 +1029,23 @@ int run_bench(options opt) {
   attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
   attempt("B2-sync-mutex", [&] { return vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, "mutex ceiling"); });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
+  // Fencing: the same pairs, each grant taking a token; Redis CPU per pair next to the plain case's.
+  auto fenced_vs = [&](row r, const char* plain, double ceiling, const char* what) {
+    r = vs(std::move(r), ceiling, what);
+    for (auto& other : x.rows)
+      if (other.name == plain && other.redis_us_per_op > 0)
+        r.note += "; redis CPU " + fmt("%.2f", r.redis_us_per_op / other.redis_us_per_op) + "x " + plain;
+    return r;
+  };
+  for (const char* n : {"B2-async-fenced-reentrant", "B2-async-fenced-mutex"}) want(n);
+  attempt("B2-async-fenced-reentrant", [&] {
+    return fenced_vs(async_pairs<false, true>(x, "B2-async-fenced-reentrant", 256), "B2-async-reentrant", x.pair_ceiling,
+                     "pair ceiling");
+  });
+  attempt("B2-async-fenced-mutex", [&] {
+    return fenced_vs(async_pairs<true, true>(x, "B2-async-fenced-mutex", 256), "B2-async-mutex", x.mutex_pair_ceiling,
+                     "mutex ceiling");
+  });
   want("B3");
   want("B3t");
   attempt("B3", [&] { return contended(x, "B3", 16, 1000us, 0ms); });

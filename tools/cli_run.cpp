@@ -166,6 +166,7 @@ struct shared_state {
   std::atomic<int> acquire{pending};
   std::error_code acquire_error;  // written before `acquire` is released
   std::string acquire_error_text;  // the server's words for it (redlease::last_error_text)
+  std::uint64_t fencing_token = 0;  // the grant's fencing token (written before `acquire`)
   std::atomic<int> lost{-1};      // a lost_reason once the lock is lost
 
   void notify() noexcept {
@@ -281,23 +282,46 @@ int run(const run_options& o) {
 
     // ---- acquire: asynchronously, owned by this thread, so that signals can end the wait.
     const owner_id owner = this_thread_owner();
-    auto done = [state](std::error_code ec, bool got) {
+    // Every grant takes a fencing token (no extra round trip): the command gets it to pass on to
+    // what it writes (REDLEASE_FENCING_TOKEN).
+    auto finish = [state](std::error_code ec, bool got, std::uint64_t token) {
+      state->fencing_token = token;
       state->acquire_error = ec;
       if (ec) state->acquire_error_text = last_error_text();
       state->acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
                            std::memory_order_release);
       state->notify();
     };
-    auto done_void = [done](std::error_code ec) { done(ec, !ec); };
+    // An ACL that predates fencing may not allow the token key: then the lock is taken without a
+    // token (said once on stderr), as before, rather than not at all.
+    std::function<void()> acquire_plain = [&] {
+      auto plain = [finish](std::error_code ec, bool got) { finish(ec, got, 0); };
+      if (!wait) {
+        auto v = [plain](std::error_code ec) { plain(ec, !ec); };
+        if (lease) lock.async_lock(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), v));
+        else lock.async_lock(owner, asio::bind_cancellation_slot(cancel.slot(), v));
+      } else {
+        if (lease) lock.async_try_lock(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), plain));
+        else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), plain));
+      }
+    };
+    auto done = [finish, &acquire_plain, &o](std::error_code ec, std::uint64_t token) {
+      if (ec == errc::no_permission) {
+        std::cerr << "redlease: no fencing token for lock \"" << o.name << "\": " << last_error_text()
+                  << " (allow the token key in the ACL: docs/deployment.md); taking the lock without one\n";
+        return acquire_plain();
+      }
+      finish(ec, !ec && token != 0, token);
+    };
     // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
     // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
     const auto t0 = steady::now();
     if (!wait) {
-      if (lease) lock.async_lock(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done_void));
-      else lock.async_lock(owner, asio::bind_cancellation_slot(cancel.slot(), done_void));
+      if (lease) lock.async_lock_and_get_token(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
+      else lock.async_lock_and_get_token(owner, asio::bind_cancellation_slot(cancel.slot(), done));
     } else {
-      if (lease) lock.async_try_lock(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
-      else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), done));
+      if (lease) lock.async_try_lock_and_get_token(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
+      else lock.async_try_lock_and_get_token(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), done));
     }
     // Waits (bounded) for the acquisition to end after a cancellation.
     auto await_cancelled = [&] {
@@ -392,8 +416,10 @@ int run(const run_options& o) {
       if (!inherited.count(fd)) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
     std::vector<std::string> env_strings;
     for (char** e = environ; e && *e; ++e)
-      if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0) env_strings.emplace_back(*e);
+      if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0 && std::strncmp(*e, "REDLEASE_FENCING_TOKEN=", 23) != 0)
+        env_strings.emplace_back(*e);
     env_strings.push_back("REDLEASE_LOCK_NAME=" + o.name);
+    if (state->fencing_token != 0) env_strings.push_back("REDLEASE_FENCING_TOKEN=" + std::to_string(state->fencing_token));
     std::vector<char*> envp, argv;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
@@ -502,7 +528,7 @@ void setup_run(CLI::App& app, action_t& action) {
       app.add_subcommand("run", "Take a lock, run a command while holding it, release it when the command exits");
   cmd->footer(
       "Form: redlease run NAME [OPTIONS] -- COMMAND [ARGS...]   (put -- before the command)\n"
-      "The command gets REDLEASE_LOCK_NAME in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
+      "The command gets REDLEASE_LOCK_NAME and REDLEASE_FENCING_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"

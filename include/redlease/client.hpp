@@ -136,6 +136,16 @@ class client {
   /// `errc::wrong_type`, `errc::auth_failed`, `errc::server_busy`, ... or `errc::server_error`, with
   /// the server's text in the exception message.
   /// @throws redlease::error
+  /// Writes `value` to the resource `key` only if `token` is not lower than the highest fencing
+  /// token the resource has seen (a hash with fields `token` and `value`, checked and written by one
+  /// script): the resource side of fencing. True if written; false if refused, because a holder
+  /// with a newer token wrote first (this writer's lock was lost, e.g. while it was paused).
+  /// docs/fencing.md shows the script, to copy into whatever else a holder writes.
+  /// @throws redlease::error
+  bool fenced_set(std::string_view key, std::uint64_t token, std::string_view value);
+  /// As above; on failure sets `ec` and returns false.
+  bool fenced_set(std::string_view key, std::uint64_t token, std::string_view value, std::error_code& ec);
+
   reply command(std::initializer_list<std::string_view> args);
   /// As above; on failure sets `ec` (an error reply is also returned, with its text in `str`).
   reply command(std::initializer_list<std::string_view> args, std::error_code& ec);

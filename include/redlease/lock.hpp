@@ -146,6 +146,29 @@ class lock_handle {
     auto left = std::chrono::ceil<std::chrono::milliseconds>(tp - Clock::now());
     return try_lock(left < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : left);
   }
+  // ---- fencing tokens ---------------------------------------------------------------------------
+  // A fenced acquisition also takes a fencing token: a 64-bit number that never repeats and only
+  // grows for this lock name, made by the acquire script itself (no extra round trip). Hand it to
+  // every resource the critical section writes, and have the resource refuse a token lower than one
+  // it has seen (docs/fencing.md has the compare-token-and-set script to copy): a holder that was
+  // paused past its lease then cannot overwrite its successor's work. The reentrant lock's tokens
+  // share Redisson's RFencedLock key (`redisson_lock_token:{name}`), so C++ and Java holders of one
+  // name draw from one sequence. Guarantees and limits: docs/fencing.md.
+
+  /// As `lock()`, and returns the grant's fencing token.
+  std::uint64_t lock_and_get_token();
+  std::uint64_t lock_and_get_token(std::error_code& ec);
+  /// As `lock(lease)`, and returns the grant's fencing token.
+  std::uint64_t lock_and_get_token(std::chrono::milliseconds lease);
+  std::uint64_t lock_and_get_token(std::chrono::milliseconds lease, std::error_code& ec);
+  /// As `try_lock(wait)`: the grant's fencing token, or empty if the lock was not acquired.
+  std::optional<std::uint64_t> try_lock_and_get_token(std::chrono::milliseconds wait);
+  std::optional<std::uint64_t> try_lock_and_get_token(std::chrono::milliseconds wait, std::error_code& ec);
+  /// As `try_lock(wait, lease)`: the grant's fencing token, or empty if not acquired.
+  std::optional<std::uint64_t> try_lock_and_get_token(std::chrono::milliseconds wait, std::chrono::milliseconds lease);
+  std::optional<std::uint64_t> try_lock_and_get_token(std::chrono::milliseconds wait, std::chrono::milliseconds lease,
+                                                      std::error_code& ec);
+
   /// Releases one hold. `errc::not_owner` if this thread does not hold it; `errc::lock_lost` if it
   /// held it but the lock was lost meanwhile (the local hold is dropped either way).
   void unlock();
@@ -195,7 +218,12 @@ class lock_handle {
   /// The current wait strategy.
   const wait_strategy& get_wait_strategy() const noexcept { return wait_; }
 
+  /// The fencing token of the calling thread's hold: that of its latest fenced acquisition (a
+  /// fenced re-entry takes a new one); 0 if it holds nothing or took no token. No I/O.
+  std::uint64_t token() const;
+
   // ---- explicit-owner variants of the local view ------------------------------------------------
+  std::uint64_t token(owner_id owner) const;
   bool valid(owner_id owner) const;
   std::chrono::steady_clock::time_point valid_until(owner_id owner) const;
   std::stop_token lost_token(owner_id owner) const;
@@ -237,6 +265,35 @@ class lock_handle {
                       CompletionToken&& token) {
     return initiate_acquire_bool(token, [this, owner, wait, lease](bool_handler h, std::shared_ptr<acquire_cancel> x) {
       async_try_impl(owner, wait, lease, std::move(h), std::move(x));
+    });
+  }
+  /// Waits for the lock without limit (watchdog lease, or `lease` if given) and takes a fencing
+  /// token. Signature `void(std::error_code, std::uint64_t token)`. Cancellable as `async_lock`.
+  template <class CompletionToken>
+  auto async_lock_and_get_token(owner_id owner, CompletionToken&& token) {
+    return initiate_acquire_token(token, [this, owner](token_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_fenced_impl(owner, {}, {}, std::move(h), std::move(x));
+    });
+  }
+  template <class CompletionToken>
+  auto async_lock_and_get_token(owner_id owner, std::chrono::milliseconds lease, CompletionToken&& token) {
+    return initiate_acquire_token(token, [this, owner, lease](token_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_fenced_impl(owner, {}, lease, std::move(h), std::move(x));
+    });
+  }
+  /// Tries up to `wait` and takes a fencing token. Signature `void(std::error_code, std::uint64_t
+  /// token)`: token 0 (with no error) when the lock was not acquired. Cancellable as `async_lock`.
+  template <class CompletionToken>
+  auto async_try_lock_and_get_token(owner_id owner, std::chrono::milliseconds wait, CompletionToken&& token) {
+    return initiate_acquire_token(token, [this, owner, wait](token_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_fenced_impl(owner, wait, {}, std::move(h), std::move(x));
+    });
+  }
+  template <class CompletionToken>
+  auto async_try_lock_and_get_token(owner_id owner, std::chrono::milliseconds wait, std::chrono::milliseconds lease,
+                                    CompletionToken&& token) {
+    return initiate_acquire_token(token, [this, owner, wait, lease](token_handler h, std::shared_ptr<acquire_cancel> x) {
+      async_fenced_impl(owner, wait, lease, std::move(h), std::move(x));
     });
   }
   /// Releases one hold of `owner`. Signature `void(std::error_code)`.
@@ -320,6 +377,20 @@ class lock_handle {
         },
         token);
   }
+  using token_handler = unique_function<void(std::error_code, std::uint64_t)>;
+  template <class Token, class F>
+  auto initiate_acquire_token(Token& token, F f) {
+    return asio::async_initiate<Token, void(std::error_code, std::uint64_t)>(
+        [this, f](auto handler) {
+          auto x = connect_cancellation(handler);
+          bool clear = x != nullptr;
+          f(erase_handler<std::error_code, std::uint64_t>(std::move(handler), executor(), clear), std::move(x));
+        },
+        token);
+  }
+  // A fenced acquisition: `wait` empty waits without limit (completing with an error or a token).
+  void async_fenced_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, token_handler h,
+                         std::shared_ptr<acquire_cancel> cancel = nullptr);
   static std::shared_ptr<acquire_cancel> new_acquire_cancel();
   static void request_cancel(const std::shared_ptr<client_impl>& c, const std::shared_ptr<acquire_cancel>& x);
 

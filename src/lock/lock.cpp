@@ -94,6 +94,22 @@ void lock_handle::async_try_impl(owner_id owner, ms wait, std::optional<ms> leas
   });
 }
 
+void lock_handle::async_fenced_impl(owner_id owner, std::optional<ms> wait, std::optional<ms> lease, token_handler h,
+                                    std::shared_ptr<acquire_cancel> cancel) {
+  client_->run_or_fail([c = client_, name = name_, kind = kind_, owner, wait, lease, slot = state_, ws = wait_,
+                        h = std::move(h), cancel = std::move(cancel)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
+    auto* locks = &c->locks();
+    // The hold (with its token) is in the table before this completion runs.
+    locks->acquire(name, kind, owner, wait, lease, std::move(slot), ws,
+                   [locks, name, owner, wait, h = std::move(h)](std::error_code ec, bool got) mutable {
+                     if (!ec && !got && !wait) ec = errc::operation_aborted;
+                     h(ec, !ec && got ? locks->view(name, owner, false).fence : 0);
+                   },
+                   std::move(cancel), true);
+  });
+}
+
 std::shared_ptr<acquire_cancel> lock_handle::new_acquire_cancel() { return std::make_shared<acquire_cancel>(); }
 
 void lock_handle::request_cancel(const std::shared_ptr<client_impl>& c, const std::shared_ptr<acquire_cancel>& x) {
@@ -217,6 +233,54 @@ bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::millisec
   return r;
 }
 
+std::uint64_t lock_handle::lock_and_get_token(std::error_code& ec) {
+  auto owner = this_thread_owner();
+  return sync<std::uint64_t>(*client_, ec, [&](token_handler done) { async_fenced_impl(owner, {}, {}, std::move(done)); });
+}
+std::uint64_t lock_handle::lock_and_get_token() {
+  std::error_code ec;
+  auto t = lock_and_get_token(ec);
+  throw_if(ec, context(*this, "lock_and_get_token").c_str());
+  return t;
+}
+std::uint64_t lock_handle::lock_and_get_token(std::chrono::milliseconds lease, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  return sync<std::uint64_t>(*client_, ec,
+                             [&](token_handler done) { async_fenced_impl(owner, {}, lease, std::move(done)); });
+}
+std::uint64_t lock_handle::lock_and_get_token(std::chrono::milliseconds lease) {
+  std::error_code ec;
+  auto t = lock_and_get_token(lease, ec);
+  throw_if(ec, context(*this, "lock_and_get_token").c_str());
+  return t;
+}
+std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  auto t = sync<std::uint64_t>(*client_, ec,
+                               [&](token_handler done) { async_fenced_impl(owner, wait, {}, std::move(done)); });
+  return t != 0 ? std::optional<std::uint64_t>(t) : std::nullopt;
+}
+std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait) {
+  std::error_code ec;
+  auto t = try_lock_and_get_token(wait, ec);
+  throw_if(ec, context(*this, "try_lock_and_get_token").c_str());
+  return t;
+}
+std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait,
+                                                                 std::chrono::milliseconds lease, std::error_code& ec) {
+  auto owner = this_thread_owner();
+  auto t = sync<std::uint64_t>(*client_, ec,
+                               [&](token_handler done) { async_fenced_impl(owner, wait, lease, std::move(done)); });
+  return t != 0 ? std::optional<std::uint64_t>(t) : std::nullopt;
+}
+std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait,
+                                                                 std::chrono::milliseconds lease) {
+  std::error_code ec;
+  auto t = try_lock_and_get_token(wait, lease, ec);
+  throw_if(ec, context(*this, "try_lock_and_get_token").c_str());
+  return t;
+}
+
 void lock_handle::unlock(std::error_code& ec) {
   auto owner = this_thread_owner();
   sync<bool>(*client_, ec, [&](bool_handler done) {
@@ -288,6 +352,8 @@ lock_service::local_view view_of(client_impl& c, const std::string& name, owner_
 }  // namespace
 
 bool lock_handle::valid(owner_id owner) const { return view_of(*client_, name_, owner).valid; }
+std::uint64_t lock_handle::token(owner_id owner) const { return view_of(*client_, name_, owner).fence; }
+std::uint64_t lock_handle::token() const { return token(this_thread_owner()); }
 bool lock_handle::valid() const { return valid(this_thread_owner()); }
 std::chrono::steady_clock::time_point lock_handle::valid_until(owner_id owner) const {
   return view_of(*client_, name_, owner).valid_until;

@@ -1,26 +1,25 @@
 -- Acquire a reentrant lock and get a fencing token (Redisson's RFencedLock layout).
 -- KEYS[1] lock name (hash: owner field -> hold count), KEYS[2] token key (redisson_lock_token:{name})
 -- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
+-- A token key that does not hold an integer fails the script (INCR's error) before anything is
+-- written.
 -- Returns {token} when acquired (or re-entered), else the lock's PTTL in ms (-1: no expiry).
 --
--- The token: max(previous + 1, the server's time in microseconds). It grows with every grant, as
--- Redisson's INCR does (and Redisson's INCR on the same key goes on from it), but the key expires
--- (7 days after the last grant) instead of living forever: after it expired, or on a replica that
--- missed the last grant, the clock still puts the next token above every earlier one, as long as
--- the server's clock does not go back and fewer than a million grants a second are made on a name.
+-- The token: INCR of the token key, as Redisson's RFencedLock does (so Redisson's grants on the same
+-- name draw from the same sequence), but the key is not immortal: it is created holding the
+-- server's time in microseconds, with a 7-day TTL. When it is gone (expired, or a replica promoted
+-- before it saw the key), the next token starts from the clock again, which is above every earlier
+-- token as long as the server's clock does not go back and a name gets fewer grants than a million
+-- a second on average over the key's life.
 if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-  local prev = redis.call('get', KEYS[2])
-  local last = 0
-  if prev then
-    last = tonumber(prev)
-    if last == nil then
-      return redis.error_reply('ERR fencing token key ' .. KEYS[2] .. ' does not hold a number')
-    end
+  -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
+  -- (INCR gives 1) starts from the server's clock, with a TTL.
+  local token = redis.call('incr', KEYS[2])
+  if token == 1 then
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
   end
-  local t = redis.call('time')
-  local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token <= last then token = last + 1 end
-  redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {token}

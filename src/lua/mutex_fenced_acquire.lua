@@ -2,22 +2,21 @@
 -- KEYS[1] lock name, KEYS[2] token key (redlease_mutex_token:{name})
 -- ARGV[1] this attempt's random token, ARGV[2] lease in ms
 -- Returns {fencing token} when acquired, else the PTTL in ms (-1: no expiry). A lock key that is
--- not a string is WRONGTYPE. The fencing token is fenced_acquire.lua's: max(previous + 1, the
--- server's time in microseconds), in a key that expires 7 days after the last grant.
+-- not a string is WRONGTYPE. The fencing token is made as in fenced_acquire.lua.
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  local prev = redis.call('get', KEYS[2])
-  local last = 0
-  if prev then
-    last = tonumber(prev)
-    if last == nil then
-      redis.call('del', KEYS[1])
-      return redis.error_reply('ERR fencing token key ' .. KEYS[2] .. ' does not hold a number')
-    end
+  -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
+  -- (INCR gives 1) starts from the server's clock, with a TTL.
+  local token = redis.pcall('incr', KEYS[2])
+  if type(token) == 'table' and token.err then
+    -- The token key holds something that is not a count: no grant, and no lock left behind.
+    redis.call('del', KEYS[1])
+    return token
   end
-  local t = redis.call('time')
-  local token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  if token <= last then token = last + 1 end
-  redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
+  if token == 1 then
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
+  end
   return {token}
 end
 if redis.call('type', KEYS[1]).ok ~= 'string' then

@@ -484,6 +484,24 @@ TEST_F(cli_test, command_sees_the_lock_name_and_no_redlease_descriptors) {
   EXPECT_FALSE(exists(name));
 }
 
+TEST_F(cli_test, command_gets_a_fencing_token_that_grows_run_after_run) {
+  auto first = run({"run", "fenced", "--redis", url(), "--", "sh", "-c",
+                    "printf %s \"$REDLEASE_FENCING_TOKEN\" > " + path("t1")},
+                   {"REDLEASE_FENCING_TOKEN=1"});
+  ASSERT_EQ(first.status, 0) << first.err;
+  auto second = run({"run", "--mutex", "--wait", "0", "fenced-m", "--redis", url(), "--", "sh", "-c",
+                     "printf %s \"$REDLEASE_FENCING_TOKEN\" > " + path("m1")});
+  ASSERT_EQ(second.status, 0) << second.err;
+  auto third = run({"run", "fenced", "--redis", url(), "--", "sh", "-c",
+                    "printf %s \"$REDLEASE_FENCING_TOKEN\" > " + path("t2")});
+  ASSERT_EQ(third.status, 0) << third.err;
+  auto t1 = std::stoull(read_file(path("t1")));
+  auto t2 = std::stoull(read_file(path("t2")));
+  EXPECT_GT(t1, 1u);  // not the inherited value
+  EXPECT_GT(t2, t1);
+  EXPECT_GT(std::stoull(read_file(path("m1"))), 0u);
+}
+
 // ---- status -----------------------------------------------------------------------------------
 
 TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// Fencing tokens (issue 12 §2): every kind can take a token that only grows for its name, from the
+// acquire script itself; the reentrant lock shares Redisson's RFencedLock counter; the token key is
+// not immortal; a paused holder's write is refused by a resource that checks tokens.
+#include <gtest/gtest.h>
+
+#include <asio/use_future.hpp>
+
+#include <future>
+#include <thread>
+
+#include "lock_test_support.hpp"
+
+namespace redlease::test {
+namespace {
+
+class fencing_test : public lock_fixture {};
+
+// Redisson's RFencedLock acquire, as the spec gives it (§5): INCR of a key without TTL.
+constexpr const char* redisson_fenced_acquire = R"(
+if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
+  local token = redis.call('incr', KEYS[2]);
+  redis.call('hincrby', KEYS[1], ARGV[2], 1);
+  redis.call('pexpire', KEYS[1], ARGV[1]);
+  return {-1, token};
+end;
+return {redis.call('pttl', KEYS[1]), -1};)";
+
+TEST_F(fencing_test, tokens_only_grow_for_a_name_across_grants_reentries_and_kinds) {
+  client c(cfg());
+  auto l = c.lock("fence:a");
+  auto t1 = l.lock_and_get_token();
+  EXPECT_GT(t1, 0u);
+  EXPECT_EQ(l.token(), t1);
+  auto t2 = l.lock_and_get_token();  // a re-entry takes a new one, as Redisson's does
+  EXPECT_GT(t2, t1);
+  EXPECT_EQ(l.token(), t2);
+  l.unlock();
+  l.unlock();
+  EXPECT_EQ(l.token(), 0u);
+  auto t3 = l.try_lock_and_get_token(0ms);
+  ASSERT_TRUE(t3);
+  EXPECT_GT(*t3, t2);
+  // The lease is honoured (Redisson ignores it on this path).
+  l.unlock();
+  auto t4 = l.lock_and_get_token(2000ms);
+  EXPECT_GT(t4, *t3);
+  auto pttl = raw()({"PTTL", "fence:a"}).integer;
+  EXPECT_GT(pttl, 0);
+  EXPECT_LE(pttl, 2000);
+  l.unlock();
+  // A plain acquisition takes no token.
+  l.lock();
+  EXPECT_EQ(l.token(), 0u);
+  l.unlock();
+
+  auto m = c.mutex("fence:m");
+  auto m1 = m.lock_and_get_token();
+  m.unlock();
+  auto m2 = m.try_lock_and_get_token(0ms, 5000ms);
+  ASSERT_TRUE(m2);
+  EXPECT_GT(*m2, m1);
+  EXPECT_EQ(m.token(), *m2);
+  m.unlock();
+}
+
+TEST_F(fencing_test, a_busy_lock_gives_no_token_even_without_a_ttl) {
+  // Redisson reads [-1, -1] (a key without TTL held by another) as a grant with token -1.
+  raw()({"HSET", "fence:nottl", "someone-else:1", "1"});
+  client c(cfg());
+  auto l = c.lock("fence:nottl");
+  EXPECT_FALSE(l.try_lock_and_get_token(0ms));
+  EXPECT_EQ(l.token(), 0u);
+  raw()({"SET", "fence:mnottl", "x"});
+  auto m = c.mutex("fence:mnottl");
+  EXPECT_FALSE(m.try_lock_and_get_token(0ms));
+}
+
+TEST_F(fencing_test, tokens_interleave_with_redissons_fenced_lock_on_the_same_name) {
+  client c(cfg());
+  auto l = c.lock("fence:r");
+  auto ours = l.lock_and_get_token();
+  l.unlock();
+  // Redisson's RFencedLock on the same name INCRs the same counter: its token follows ours.
+  auto r = raw().command({"EVAL", redisson_fenced_acquire, "2", "fence:r", "redisson_lock_token:{fence:r}", "30000",
+                          "java-uuid:1"});
+  ASSERT_TRUE(r.is_array()) << r.str;
+  ASSERT_EQ(r.elements.size(), 2u);
+  EXPECT_EQ(r.elements[0].integer, -1);
+  auto theirs = static_cast<std::uint64_t>(r.elements[1].integer);
+  EXPECT_EQ(theirs, ours + 1);
+  // While Redisson holds it, ours waits; after its unlock, ours is above Redisson's.
+  EXPECT_FALSE(l.try_lock_and_get_token(0ms));
+  raw()({"DEL", "fence:r"});
+  auto next = l.lock_and_get_token();
+  EXPECT_GT(next, theirs);
+  l.unlock();
+}
+
+TEST_F(fencing_test, the_token_key_expires_and_the_next_token_is_still_higher) {
+  client c(cfg());
+  auto l = c.lock("fence:ttl");
+  auto t1 = l.lock_and_get_token();
+  l.unlock();
+  auto ttl = raw()({"PTTL", "redisson_lock_token:{fence:ttl}"}).integer;
+  EXPECT_GT(ttl, 0) << "the token key must not be immortal (Redisson's #6510)";
+  EXPECT_LE(ttl, 7LL * 24 * 3600 * 1000);
+  // The key gone (expired, or a replica that missed the last grant): the clock keeps the order.
+  raw()({"DEL", "redisson_lock_token:{fence:ttl}"});
+  auto t2 = l.lock_and_get_token();
+  EXPECT_GT(t2, t1);
+  l.unlock();
+  // A token key someone overwrote with garbage is a typed error, and no lock is left held.
+  raw()({"SET", "redisson_lock_token:{fence:ttl}", "not-a-number"});
+  std::error_code ec;
+  EXPECT_EQ(l.lock_and_get_token(ec), 0u);
+  EXPECT_TRUE(ec) << "garbage in the token key must fail the fenced acquisition";
+  EXPECT_EQ(raw()({"EXISTS", "fence:ttl"}).integer, 0);
+  raw()({"SET", "redlease_mutex_token:{fence:mttl}", "not-a-number"});
+  auto m = c.mutex("fence:mttl");
+  EXPECT_EQ(m.lock_and_get_token(ec), 0u);
+  EXPECT_TRUE(ec);
+  EXPECT_EQ(raw()({"EXISTS", "fence:mttl"}).integer, 0);
+}
+
+// Kleppmann's scenario: holder A takes token 33, pauses past its lease; B takes the lock (token 34)
+// and writes; A wakes and writes with 33. The resource refuses A's write.
+TEST_F(fencing_test, a_paused_holders_write_is_refused_by_the_resource) {
+  client a(cfg());
+  client b(cfg());
+  auto la = a.mutex("fence:kleppmann");
+  auto lb = b.mutex("fence:kleppmann");
+  auto ta = la.lock_and_get_token(300ms);  // a fixed lease: nothing renews it while A "pauses"
+  EXPECT_TRUE(a.fenced_set("fence:storage", ta, "a-before-pause"));
+  // A is paused: its lease runs out (it is told it lost the lock, but a paused process would not
+  // act on that before writing).
+  auto tb = lb.try_lock_and_get_token(5000ms);
+  ASSERT_TRUE(tb);
+  EXPECT_GT(*tb, ta);
+  EXPECT_TRUE(b.fenced_set("fence:storage", *tb, "b"));
+  // A wakes up and writes with its old token: refused, and B's value stands.
+  EXPECT_FALSE(a.fenced_set("fence:storage", ta, "a-after-pause"));
+  EXPECT_EQ(raw()({"HGET", "fence:storage", "value"}).str, "b");
+  EXPECT_TRUE(b.fenced_set("fence:storage", *tb, "b-again"));  // the holder may write again
+  lb.unlock();
+}
+
+TEST_F(fencing_test, async_fenced_acquisitions_complete_with_the_token) {
+  client c(cfg());
+  auto l = c.lock("fence:async");
+  auto owner = c.new_owner();
+  auto f = l.async_lock_and_get_token(owner, asio::use_future);
+  auto t = f.get();
+  EXPECT_GT(t, 0u);
+  EXPECT_EQ(l.token(owner), t);
+  auto other = c.new_owner();
+  auto g = l.async_try_lock_and_get_token(other, 0ms, asio::use_future);
+  EXPECT_EQ(g.get(), 0u);  // busy: no token, no error
+  l.async_unlock(owner, asio::use_future).get();
+}
+
+}  // namespace
+}  // namespace redlease::test
