@@ -17,7 +17,7 @@
 -- * the caller is never purged by its own call (it is alive), and a queued caller's deadline is moved
 --   up to now + W when it calls again, so a live waiter does not lose its place (Redisson #3004);
 -- * the deadlines of the others are shortened only when the acquirer came out of the queue, and
---   never below now + lease (Redisson shortens them by any acquirer's W, even one never queued);
+--   not below now + lease (Redisson shortens them by any acquirer's W, even one never queued);
 -- * a head without a deadline counts as dead (Redisson stops there and the queue stalls);
 -- * when a purge leaves the lock free with a live head, that head is woken (Redisson leaves it to its
 --   timer);
@@ -45,12 +45,15 @@ local free = redis.call('exists', name) == 0
 if free and (not head or head == me) then
   if head then redis.call('lpop', queue) end
   if redis.call('zrem', deadlines, me) == 1 then
-    -- Everyone moves up one place: the acquirer's allowance comes off every other deadline.
+    -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
+    -- not below now + lease (nobody is dead before the new holder's lease could end), and a
+    -- deadline never grows (a dead waiter blocks no longer than Redisson would let it).
     local floor = now + lease
     local rest = redis.call('zrange', deadlines, 0, -1, 'WITHSCORES')
     for i = 1, #rest, 2 do
-      local d = tonumber(rest[i + 1]) - allowance
-      if d < floor then d = floor end
+      local old = tonumber(rest[i + 1])
+      local d = old - allowance
+      if d < floor then d = math.min(old, floor) end
       redis.call('zadd', deadlines, d, rest[i])
     end
   end
