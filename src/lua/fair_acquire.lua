@@ -1,0 +1,104 @@
+-- Acquire a fair (FIFO) lock, Redisson's RedissonFairLock layout: one attempt that, when it fails,
+-- queues the caller (Redisson's "queueing" mode B), after purging dead waiters from the queue head.
+-- KEYS[1] lock name N (a hash: owner field -> hold count), KEYS[2] queue (redisson_lock_queue:{N}, a
+-- list of owners, head first), KEYS[3] deadlines (redisson_lock_timeout:{N}, a zset: owner -> epoch ms
+-- after which that waiter counts as dead)
+-- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>", ARGV[3] the caller's allowance W
+-- in ms (its wait, or 300000 for an unbounded wait; the same value on every call of one wait),
+-- ARGV[4] now (the client's epoch ms), ARGV[5] "1": queue the caller if it does not get the lock, "0":
+-- try once (the queue is left as it is), ARGV[6] per-waiter channel prefix (redisson_lock__channel:{N}),
+-- ARGV[7] publish command ("publish" or "spublish")
+-- Returns nil when acquired (or re-entered). Otherwise the most ms to wait before calling again
+-- (always >= 1), or -1 when the lock's key has no expiry (wait for a message only). A queued caller is
+-- sent "0" on ARGV[6]..":"..ARGV[2] when it is the head and the lock is free.
+-- A key of another type raises WRONGTYPE from HEXISTS.
+--
+-- Same keys, values and deadline arithmetic as Redisson, except (see docs/lock-kinds.md):
+-- * the caller is never purged by its own call (it is alive), and a queued caller's deadline is moved
+--   up to now + W when it calls again, so a live waiter does not lose its place (Redisson #3004);
+-- * the deadlines of the others are shortened only when the acquirer came out of the queue, and
+--   not below now + lease (Redisson shortens them by any acquirer's W, even one never queued);
+-- * a head without a deadline counts as dead (Redisson stops there and the queue stalls);
+-- * when a purge leaves the lock free with a live head, that head is woken (Redisson leaves it to its
+--   timer);
+-- * the wait is never 0 or negative: a queued caller that finds the lock free behind another head
+--   waits until that head's deadline (Redisson answers 0 and Java spins).
+local pub = string.lower(ARGV[7])
+if pub ~= 'publish' and pub ~= 'spublish' then
+  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
+end
+local name, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
+local lease, me, allowance, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local purged = false
+local head = redis.call('lindex', queue, 0)
+while head and head ~= me do
+  local s = redis.call('zscore', deadlines, head)
+  if s and tonumber(s) > now then break end
+  redis.call('zrem', deadlines, head)
+  redis.call('lpop', queue)
+  purged = true
+  head = redis.call('lindex', queue, 0)
+end
+
+local free = redis.call('exists', name) == 0
+if free and (not head or head == me) then
+  if head then redis.call('lpop', queue) end
+  if redis.call('zrem', deadlines, me) == 1 then
+    -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
+    -- not below now + lease (nobody is dead before the new holder's lease could end), and a
+    -- deadline never grows (a dead waiter blocks no longer than Redisson would let it).
+    local floor = now + lease
+    local rest = redis.call('zrange', deadlines, 0, -1, 'WITHSCORES')
+    for i = 1, #rest, 2 do
+      local old = tonumber(rest[i + 1])
+      local d = old - allowance
+      if d < floor then d = math.min(old, floor) end
+      redis.call('zadd', deadlines, d, rest[i])
+    end
+  end
+  redis.call('hset', name, me, 1)
+  redis.call('pexpire', name, lease)
+  return nil
+end
+if redis.call('hexists', name, me) == 1 then
+  redis.call('hincrby', name, me, 1)
+  redis.call('pexpire', name, lease)
+  return nil
+end
+if purged and free and head then
+  redis.pcall(pub, ARGV[6] .. ':' .. head, '0')
+end
+
+-- How long the caller may wait before it must look again.
+local function bound()
+  if not free then
+    local t = redis.call('pttl', name)
+    if t == -1 then return -1 end
+    if t < 1 then return 1 end
+    return t
+  end
+  local s = redis.call('zscore', deadlines, head)
+  local t = 1
+  if s then t = math.floor(tonumber(s) - now) end
+  if t < 1 then t = 1 end
+  return t
+end
+
+local mine = redis.call('zscore', deadlines, me)
+if mine then
+  if tonumber(mine) < now + allowance then redis.call('zadd', deadlines, now + allowance, me) end
+  return bound()
+end
+if ARGV[5] ~= '1' then return bound() end
+local last = redis.call('lindex', queue, -1)
+local base = nil
+if last and last ~= me then
+  local s = redis.call('zscore', deadlines, last)
+  if s then base = tonumber(s) - now end
+end
+if base == nil then base = redis.call('pttl', name) end
+if redis.call('zadd', deadlines, base + allowance + now, me) == 1 then
+  redis.call('rpush', queue, me)
+end
+return bound()

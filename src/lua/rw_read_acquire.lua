@@ -1,0 +1,38 @@
+-- Acquire the read side of a read-write lock (Redisson's RedissonReadWriteLock layout).
+-- KEYS[1] lock name N (a hash: "mode" -> "read"|"write", reader fields owner -> hold count, the writer
+-- field owner..":write" -> hold count)
+-- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
+-- Returns nil when acquired (or re-entered, or taken by the writer itself: a downgrade). Otherwise
+-- the most ms to wait before calling again (>= 1), or -1 when the lock's key has no expiry (wait for
+-- a message on redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET.
+--
+-- Each acquisition i (1 = the owner's first hold) also sets the string key
+-- {N}:<owner>:rwlock_timeout:<i> = "1" with this lease (N:<owner>:... when N contains "{"): Java's
+-- read unlock takes the hash's TTL from those keys and deletes the hash when none is alive. The key is
+-- derived from KEYS[1] in the script, as Redisson does; it is in N's cluster slot by the hash tag.
+-- Unlike Redisson, a hash without "mode" (another kind of lock under this name) is contention, not
+-- taken over.
+local name = KEYS[1]
+local lease, me = tonumber(ARGV[1]), ARGV[2]
+local function timeout_key(i)
+  if string.find(name, '{', 1, true) then return name .. ':' .. me .. ':rwlock_timeout:' .. i end
+  return '{' .. name .. '}:' .. me .. ':rwlock_timeout:' .. i
+end
+local mode = redis.call('hget', name, 'mode')
+if mode == false then
+  if redis.call('exists', name) == 0 then
+    redis.call('hset', name, 'mode', 'read', me, 1)
+    redis.call('set', timeout_key(1), '1', 'PX', lease)
+    redis.call('pexpire', name, lease)
+    return nil
+  end
+elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
+  local i = redis.call('hincrby', name, me, 1)
+  redis.call('set', timeout_key(i), '1', 'PX', lease)
+  if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
+  return nil
+end
+local t = redis.call('pttl', name)
+if t == -1 then return -1 end
+if t < 1 then return 1 end
+return t

@@ -1,0 +1,75 @@
+-- Release one read hold of a read-write lock; exactly once, however often it is retried (the latch
+-- works as in release.lua).
+-- KEYS[1] lock name N, KEYS[2] latch of this release (redisson_unlock_latch:{N}:<request id>)
+-- ARGV[1] channel (redisson_rwlock:{N}), ARGV[2] publish command ("publish" or "spublish"),
+-- ARGV[3] owner field, ARGV[4] the read hold count the client expects before this release, ARGV[5]
+-- "1" when this is a retry of a release whose reply never came, ARGV[6] latch lifetime in ms
+-- Returns nil: the owner holds no read; 0: released one hold, the lock is still held (by this owner,
+-- another reader or the writer); 1: released and the lock is free ("0" published on ARGV[1]).
+--
+-- Java's rule, which both sides must follow: the hold's own {N}:<owner>:rwlock_timeout:<i> key goes;
+-- in read mode the hash's TTL becomes the longest remaining TTL of every reader's timeout keys, and
+-- when none is alive (only crashed readers' fields remain) the hash is deleted. The timeout keys are
+-- derived from KEYS[1] and the hash's fields, as Redisson does (N's slot, by the hash tag).
+-- Unlike Redisson: no message and no latch "1" when the lock is gone (nil, not success); under a
+-- write (the owner's own downgraded reads) the writer's TTL is left alone.
+local latched = redis.call('get', KEYS[2])
+if latched then
+  if latched == '-1' then return nil end
+  return tonumber(latched)
+end
+local pub = string.lower(ARGV[2])
+if pub ~= 'publish' and pub ~= 'spublish' then
+  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
+end
+local name, me = KEYS[1], ARGV[3]
+local braced = string.find(name, '{', 1, true) ~= nil
+local function timeout_key(owner, i)
+  if braced then return name .. ':' .. owner .. ':rwlock_timeout:' .. i end
+  return '{' .. name .. '}:' .. owner .. ':rwlock_timeout:' .. i
+end
+
+local result = nil
+local mode = redis.call('hget', name, 'mode')
+local count = false
+if mode ~= false then count = redis.call('hget', name, me) end
+if count ~= false then
+  count = tonumber(count)
+  if ARGV[5] == '1' and count == tonumber(ARGV[4]) - 1 then
+    result = 0
+  else
+    local c = redis.call('hincrby', name, me, -1)
+    if c <= 0 then redis.call('hdel', name, me) end
+    redis.call('del', timeout_key(me, c + 1))
+    result = 1
+    if redis.call('hlen', name) > 1 then
+      if mode == 'write' then
+        result = 0
+      else
+        local longest = -3
+        local fields = redis.call('hgetall', name)
+        for i = 1, #fields, 2 do
+          local n = tonumber(fields[i + 1])
+          if n then
+            for j = n, 1, -1 do
+              local t = redis.call('pttl', timeout_key(fields[i], j))
+              if t > longest then longest = t end
+            end
+          end
+        end
+        if longest > 0 then
+          redis.call('pexpire', name, longest)
+          result = 0
+        end
+      end
+    end
+    if result == 1 then
+      redis.call('del', name)
+      redis.pcall(pub, ARGV[1], '0')
+    end
+  end
+end
+if ARGV[5] == '1' then
+  redis.call('set', KEYS[2], result == nil and -1 or result, 'PX', ARGV[6])
+end
+return result

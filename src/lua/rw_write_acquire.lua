@@ -1,0 +1,33 @@
+-- Acquire the write side of a read-write lock (Redisson's RedissonReadWriteLock layout).
+-- KEYS[1] lock name N (see rw_read_acquire.lua)
+-- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>" (the hash field is
+-- owner..":write")
+-- Returns nil when acquired or re-entered; the status reply WOULD_DEADLOCK when the owner holds a read
+-- of N and no write (an upgrade: it would wait for itself, so it is refused at once); otherwise the
+-- most ms to wait before calling again (>= 1), or -1 when the key has no expiry (wait for a message on
+-- redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET.
+--
+-- Unlike Redisson: re-entry sets the TTL to max(PTTL, lease) instead of PTTL + lease (which grows
+-- without bound); an upgrade is refused instead of waiting for ever; a hash without "mode" (another
+-- kind of lock under this name) is contention, not taken over.
+local name = KEYS[1]
+local lease, me = tonumber(ARGV[1]), ARGV[2]
+local writer = me .. ':write'
+local mode = redis.call('hget', name, 'mode')
+if mode == false then
+  if redis.call('exists', name) == 0 then
+    redis.call('hset', name, 'mode', 'write', writer, 1)
+    redis.call('pexpire', name, lease)
+    return nil
+  end
+elseif mode == 'write' and redis.call('hexists', name, writer) == 1 then
+  redis.call('hincrby', name, writer, 1)
+  if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
+  return nil
+elseif mode == 'read' and redis.call('hexists', name, me) == 1 then
+  return redis.status_reply('WOULD_DEADLOCK')
+end
+local t = redis.call('pttl', name)
+if t == -1 then return -1 end
+if t < 1 then return 1 end
+return t

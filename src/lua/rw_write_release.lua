@@ -1,0 +1,71 @@
+-- Release one write hold of a read-write lock; exactly once, however often it is retried (the latch
+-- works as in release.lua).
+-- KEYS[1] lock name N, KEYS[2] latch of this release (redisson_unlock_latch:{N}:<request id>)
+-- ARGV[1] channel (redisson_rwlock:{N}), ARGV[2] publish command ("publish" or "spublish"),
+-- ARGV[3] lease in ms for the holds that remain, ARGV[4] owner field (the hash field is
+-- owner..":write"), ARGV[5] the write hold count the client expects before this release, ARGV[6] "1"
+-- when this is a retry of a release whose reply never came, ARGV[7] latch lifetime in ms
+-- Returns nil: the owner holds no write; 0: released one hold, others remain; 1: the write is
+-- released: the lock is free, or only the owner's own reads remain (mode becomes "read"). Both cases
+-- publish "1" on ARGV[1] (wake every waiter).
+--
+-- Unlike Redisson: the downgrade (mode flips to read) publishes, so waiting readers come in at once,
+-- and the hash's TTL is then taken from the remaining reads' timeout keys (deleted if none is
+-- alive), not kept at the writer's; no message and no latch "1" when the lock is gone (nil).
+local latched = redis.call('get', KEYS[2])
+if latched then
+  if latched == '-1' then return nil end
+  return tonumber(latched)
+end
+local pub = string.lower(ARGV[2])
+if pub ~= 'publish' and pub ~= 'spublish' then
+  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
+end
+local name, me = KEYS[1], ARGV[4]
+local writer = me .. ':write'
+local braced = string.find(name, '{', 1, true) ~= nil
+local function timeout_key(owner, i)
+  if braced then return name .. ':' .. owner .. ':rwlock_timeout:' .. i end
+  return '{' .. name .. '}:' .. owner .. ':rwlock_timeout:' .. i
+end
+
+local result = nil
+local count = false
+if redis.call('hget', name, 'mode') == 'write' then count = redis.call('hget', name, writer) end
+if count ~= false then
+  count = tonumber(count)
+  if ARGV[6] == '1' and count == tonumber(ARGV[5]) - 1 then
+    result = 0
+  elseif count > 1 then
+    redis.call('hincrby', name, writer, -1)
+    redis.call('pexpire', name, ARGV[3])
+    result = 0
+  else
+    result = 1
+    local longest = -3
+    if redis.call('hlen', name) > 2 then
+      redis.call('hdel', name, writer)
+      redis.call('hset', name, 'mode', 'read')
+      local fields = redis.call('hgetall', name)
+      for i = 1, #fields, 2 do
+        local n = tonumber(fields[i + 1])
+        if n then
+          for j = n, 1, -1 do
+            local t = redis.call('pttl', timeout_key(fields[i], j))
+            if t > longest then longest = t end
+          end
+        end
+      end
+    end
+    if longest > 0 then
+      redis.call('pexpire', name, longest)
+    else
+      redis.call('del', name)
+    end
+    redis.pcall(pub, ARGV[1], '1')
+  end
+end
+if ARGV[6] == '1' then
+  redis.call('set', KEYS[2], result == nil and -1 or result, 'PX', ARGV[7])
+end
+return result

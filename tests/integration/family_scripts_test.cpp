@@ -1,0 +1,790 @@
+// SPDX-License-Identifier: MIT
+// The fair and read-write lock scripts (src/lua/fair_*.lua, rw_*.lua) against redisson_peer (Redisson's
+// own scripts and wait loops, restated from the protocol notes) on one real server. Test names carry
+// the Redisson acceptance scenario they follow (redisson-protocol-2.md §1.11, §2.10).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "redis_fixture.hpp"
+#include "redisson_peer.hpp"
+#include "redlease_lua.hpp"
+
+namespace redlease::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+using peer = redisson_peer;
+namespace lua = redlease::detail::lua;
+
+std::string str(long long v) { return std::to_string(v); }
+
+long long ms_since(steady::time_point t0) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0).count();
+}
+
+/// Polls `cond` every 2 ms until true or `limit` passes.
+template <class F>
+bool eventually(F cond, std::chrono::milliseconds limit = 5000ms) {
+  auto end = steady::now() + limit;
+  while (steady::now() < end) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(2ms);
+  }
+  return cond();
+}
+
+/// One pub/sub message.
+struct message {
+  std::string channel, payload;
+  bool operator==(const message&) const = default;
+};
+std::ostream& operator<<(std::ostream& os, const message& m) { return os << m.channel << "=" << m.payload; }
+
+/// Waits up to `ms` for one message on a subscribed connection.
+std::optional<message> next_message(raw_client& sub, long long ms) {
+  sub.set_timeout(std::chrono::milliseconds(std::max(1LL, ms)));
+  try {
+    for (;;) {
+      auto m = sub.read_reply();
+      if (m.is_array() && m.elements.size() == 3 && m.elements[0].str == "message") {
+        return message{m.elements[1].str, m.elements[2].str};
+      }
+    }
+  } catch (const timeout_error&) {
+    return std::nullopt;
+  }
+}
+
+/// redlease's scripts for one lock name, sent with EVAL over a raw connection as the engine would
+/// send them (names from Redisson's rules, now from the system clock, PUBLISH).
+struct ours {
+  raw_client c;
+  std::string name;
+  std::string queue = peer::prefix_name("redisson_lock_queue", name);
+  std::string deadlines = peer::prefix_name("redisson_lock_timeout", name);
+  std::string fair_channel = peer::prefix_name("redisson_lock__channel", name);
+  std::string rw_channel = peer::prefix_name("redisson_rwlock", name);
+
+  raw_reply eval(const detail::lua_script& s, std::vector<std::string> keys, std::vector<std::string> args) {
+    std::vector<std::string> cmd{"EVAL", std::string(s.body), str(static_cast<long long>(keys.size()))};
+    cmd.insert(cmd.end(), keys.begin(), keys.end());
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    auto r = c.command(std::move(cmd));
+    EXPECT_FALSE(r.is_error()) << s.name << ": " << r.str;
+    return r;
+  }
+  std::string latch() { return peer::prefix_name("redisson_unlock_latch", name) + ":" + peer::new_client_id(); }
+
+  raw_reply fair_acquire(const std::string& owner, long long lease, long long allowance, bool enqueue = true,
+                         long long now = 0) {
+    return eval(lua::fair_acquire, {name, queue, deadlines},
+                {str(lease), owner, str(allowance), str(now ? now : peer::now_ms()), enqueue ? "1" : "0",
+                 fair_channel, "publish"});
+  }
+  raw_reply fair_release(const std::string& owner, long long expected = 1, bool retry = false,
+                         const std::string& latch_key = {}) {
+    return eval(lua::fair_release, {name, queue, deadlines, latch_key.empty() ? latch() : latch_key},
+                {fair_channel, "publish", "30000", owner, str(expected), retry ? "1" : "0", "20000", str(peer::now_ms())});
+  }
+  raw_reply fair_cancel(const std::string& owner, long long allowance) {
+    return eval(lua::fair_cancel, {name, queue, deadlines}, {owner, str(allowance), fair_channel, "publish"});
+  }
+  raw_reply read_acquire(const std::string& owner, long long lease) {
+    return eval(lua::rw_read_acquire, {name}, {str(lease), owner});
+  }
+  raw_reply write_acquire(const std::string& owner, long long lease) {
+    return eval(lua::rw_write_acquire, {name}, {str(lease), owner});
+  }
+  raw_reply read_release(const std::string& owner, long long expected = 1) {
+    return eval(lua::rw_read_release, {name, latch()}, {rw_channel, "publish", owner, str(expected), "0", "20000"});
+  }
+  raw_reply write_release(const std::string& owner, long long expected = 1) {
+    return eval(lua::rw_write_release, {name, latch()},
+                {rw_channel, "publish", "30000", owner, str(expected), "0", "20000"});
+  }
+  std::string timeout_key(const std::string& owner, int level) {
+    return peer::suffix_name(name, owner) + ":rwlock_timeout:" + str(level);
+  }
+};
+
+/// The fair-lock client loop of docs/lock-kinds.md over our scripts: queueing attempt, subscribe to
+/// the own channel, attempt again, wait for the message at most the returned bound, cancel on giving
+/// up. `attempts` counts the acquire scripts run.
+struct fair_waiter_result {
+  bool acquired = false;
+  int attempts = 0;
+};
+fair_waiter_result our_fair_lock(const redis_server& s, const std::string& name, const std::string& owner,
+                                 long long lease, long long wait) {
+  ours o{s.client(), name};
+  fair_waiter_result res;
+  auto t0 = steady::now();
+  ++res.attempts;
+  if (o.fair_acquire(owner, lease, wait).is_nil()) return {true, res.attempts};
+  auto sub = s.client();
+  sub.command({"SUBSCRIBE", o.fair_channel + ":" + owner});
+  for (;;) {
+    ++res.attempts;
+    auto r = o.fair_acquire(owner, lease, wait);
+    if (r.is_nil()) return {true, res.attempts};
+    long long remaining = wait - ms_since(t0);
+    if (remaining <= 0) break;
+    next_message(sub, r.integer < 0 ? remaining : std::min(r.integer, remaining));
+  }
+  o.fair_cancel(owner, wait);
+  return res;
+}
+
+/// The read-write client loop over our scripts: attempt, subscribe to redisson_rwlock:{name}, attempt
+/// again, wait at most the bound; WOULD_DEADLOCK ends it at once.
+bool our_rw_lock(const redis_server& s, bool write, const std::string& name, const std::string& owner,
+                 long long lease, long long wait) {
+  ours o{s.client(), name};
+  auto attempt = [&] { return write ? o.write_acquire(owner, lease) : o.read_acquire(owner, lease); };
+  auto t0 = steady::now();
+  if (attempt().is_nil()) return true;
+  auto sub = s.client();
+  sub.command({"SUBSCRIBE", o.rw_channel});
+  for (;;) {
+    auto r = attempt();
+    if (r.is_nil()) return true;
+    if (r.is_status()) return false;
+    long long remaining = wait - ms_since(t0);
+    if (remaining <= 0) return false;
+    next_message(sub, r.integer < 0 ? remaining : std::min(r.integer, remaining));
+  }
+}
+
+class family_scripts_test : public redis_fixture {
+ protected:
+  void SetUp() override {
+    redis_fixture::SetUp();
+    if (IsSkipped()) return;
+    raw_ = std::make_unique<raw_client>(server().client());
+  }
+  void TearDown() override {
+    raw_.reset();
+    redis_fixture::TearDown();
+  }
+  raw_client& raw() { return *raw_; }
+  ours mine(const std::string& name) { return ours{server().client(), name}; }
+  peer java(const std::string& client_id = {}) { return peer(server().host(), server().port(), {}, client_id); }
+  long long subscribers(const std::string& channel) {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+  /// Subscribes to `channels` plus a marker channel; `drain()` then publishes to the marker and
+  /// returns every message that came before it: exactly what was published in between, no timing.
+  struct recorder {
+    raw_client sub;
+    raw_client pub;
+    std::string marker = "family_test_marker";
+    std::vector<message> drain() {
+      pub({"PUBLISH", marker, "x"});
+      std::vector<message> got;
+      for (;;) {
+        auto m = next_message(sub, 5000);
+        if (!m || m->channel == marker) return got;
+        got.push_back(*m);
+      }
+    }
+  };
+  recorder record(std::vector<std::string> channels) {
+    recorder r{server().client(), server().client()};
+    for (auto& ch : channels) r.sub.command({"SUBSCRIBE", ch});
+    r.sub.command({"SUBSCRIBE", r.marker});
+    return r;
+  }
+  std::vector<std::pair<std::string, long long>> scores(const std::string& zset) {
+    std::vector<std::pair<std::string, long long>> out;
+    auto r = raw()({"ZRANGE", zset, "0", "-1", "WITHSCORES"});
+    for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+      out.emplace_back(r.elements[i].str, std::stoll(r.elements[i + 1].str));
+    }
+    return out;
+  }
+  long long score(const std::string& zset, const std::string& member) {
+    auto r = raw()({"ZSCORE", zset, member});
+    return r.is_nil() ? -1 : std::stoll(r.str);
+  }
+
+  std::unique_ptr<raw_client> raw_;
+};
+
+TEST_F(family_scripts_test, embedded_digests_match_the_server) {
+  for (const auto* sc : {&lua::fair_acquire, &lua::fair_release, &lua::fair_cancel, &lua::rw_read_acquire,
+                         &lua::rw_read_release, &lua::rw_write_acquire, &lua::rw_write_release, &lua::rw_renew}) {
+    auto r = raw()({"SCRIPT", "LOAD", sc->body});
+    EXPECT_EQ(r.str, sc->sha1) << sc->name;
+  }
+}
+
+// ---- fair lock -------------------------------------------------------------------------------------
+
+TEST_F(family_scripts_test, fair_testLockUnlock_excludes_across_clients) {
+  auto o = mine("f1");
+  auto j = java();
+  auto jo = j.owner(1);
+  const std::string me = peer::new_client_id() + ":1";
+  ASSERT_TRUE(j.fair_try_lock("f1", jo, 10000, 0));  // Java tryLock()
+  auto r = o.fair_acquire(me, 10000, 5000, false);
+  ASSERT_TRUE(r.is_integer()) << r;
+  EXPECT_GT(r.integer, 0);
+  EXPECT_LE(r.integer, 10000);
+  EXPECT_EQ(raw()({"EXISTS", o.queue}).integer, 0);  // try-once does not queue
+  EXPECT_EQ(j.fair_unlock("f1", jo).integer, 1);
+  EXPECT_TRUE(o.fair_acquire(me, 10000, 5000, false).is_nil());
+  EXPECT_TRUE(o.fair_acquire(me, 10000, 5000, false).is_nil());  // re-entry
+  EXPECT_EQ(raw()({"HGET", "f1", me}).str, "2");
+  EXPECT_EQ(j.fair_acquire_try_once("f1", jo, 10000).integer, 1);  // Java is excluded
+  EXPECT_TRUE(j.fair_unlock("f1", jo).is_nil());                   // and cannot unlock ours
+  EXPECT_EQ(o.fair_release(me, 2).integer, 0);
+  EXPECT_EQ(o.fair_release(me, 1).integer, 1);
+  EXPECT_EQ(raw()({"EXISTS", "f1"}).integer, 0);
+  EXPECT_TRUE(o.fair_release(me).is_nil());  // Redisson's unlock says 1 here (hazard 7)
+  EXPECT_TRUE(j.fair_try_lock("f1", jo, 10000, 0));
+}
+
+TEST_F(family_scripts_test, fair_testConcurrency_MultiInstance_Ordering_alternating_clients) {
+  auto o = mine("f2");
+  const std::string holder = peer::new_client_id() + ":0";
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 10000).is_nil());
+  const std::string java_id = peer::new_client_id(), our_id = peer::new_client_id();
+  std::mutex mu;
+  std::vector<std::string> order;
+  std::vector<std::thread> ts;
+  std::atomic<int> failures{0};
+  const std::vector<std::string> labels{"java1", "ours1", "java2", "ours2", "java3"};
+  for (std::size_t i = 0; i < labels.size(); ++i) {
+    const bool is_java = labels[i].starts_with("java");
+    const std::string owner = (is_java ? java_id : our_id) + ":" + str(static_cast<long long>(i + 1));
+    ts.emplace_back([&, is_java, owner, label = labels[i]] {
+      bool got;
+      if (is_java) {
+        auto j = java(java_id);
+        got = j.fair_try_lock("f2", owner, 10000, 10000);
+        if (got) {
+          std::lock_guard<std::mutex> g(mu);
+          order.push_back(label);
+        }
+        if (got) j.fair_unlock("f2", owner);
+      } else {
+        got = our_fair_lock(server(), "f2", owner, 10000, 10000).acquired;
+        if (got) {
+          {
+            std::lock_guard<std::mutex> g(mu);
+            order.push_back(label);
+          }
+          mine("f2").fair_release(owner);
+        }
+      }
+      if (!got) ++failures;
+    });
+    // The next waiter starts only once this one is queued: arrival order is queue order.
+    ASSERT_TRUE(eventually([&] { return raw()({"LLEN", o.queue}).integer == static_cast<long long>(i + 1); }));
+  }
+  auto t0 = steady::now();
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(order, labels);
+  EXPECT_LT(ms_since(t0), 5000);  // hand-offs by message, not by the 10 s lease
+  EXPECT_EQ(raw()({"EXISTS", "f2", o.queue, o.deadlines}).integer, 0);
+}
+
+TEST_F(family_scripts_test, fair_testAbandonedTimeoutDrift_dead_waiters_purged_by_the_next_acquire) {
+  for (bool java_purges : {false, true}) {
+    const std::string name = java_purges ? "f3j" : "f3";
+    auto o = mine(name);
+    auto j = java();
+    const std::string holder = peer::new_client_id() + ":0";
+    ASSERT_TRUE(o.fair_acquire(holder, 300, 100).is_nil());
+    // Two waiters queue once each (allowance 100 ms) and never call again: dead.
+    const std::string dead_java = j.owner(7), dead_ours = peer::new_client_id() + ":8";
+    EXPECT_TRUE(j.fair_acquire_queueing(name, dead_java, 300, 100).is_integer());
+    EXPECT_TRUE(o.fair_acquire(dead_ours, 300, 100).is_integer());
+    ASSERT_EQ(raw()({"LLEN", o.queue}).integer, 2);
+    long long last = score(o.deadlines, dead_ours);
+    ASSERT_GT(last, 0);
+    ASSERT_TRUE(eventually([&] { return peer::now_ms() > last && raw()({"EXISTS", name}).integer == 0; }));
+    const std::string live = peer::new_client_id() + ":9";
+    if (java_purges) {
+      EXPECT_TRUE(j.fair_acquire_queueing(name, live, 1000, 5000).is_nil());
+    } else {
+      EXPECT_TRUE(o.fair_acquire(live, 1000, 5000).is_nil());
+    }
+    EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0) << name;
+  }
+}
+
+TEST_F(family_scripts_test, fair_handoff_only_to_the_head_channel) {
+  auto o = mine("f4");
+  auto j = java();
+  const std::string holder = peer::new_client_id() + ":0";
+  const std::string w1 = j.owner(1), w2 = peer::new_client_id() + ":2", w3 = j.owner(3);
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000).is_nil());
+  ASSERT_TRUE(j.fair_acquire_queueing("f4", w1, 30000, 30000).is_integer());
+  ASSERT_TRUE(o.fair_acquire(w2, 30000, 30000).is_integer());
+  ASSERT_TRUE(j.fair_acquire_queueing("f4", w3, 30000, 30000).is_integer());
+  const std::string c = o.fair_channel;
+  auto rec = record({c, c + ":" + w1, c + ":" + w2, c + ":" + w3});
+
+  EXPECT_EQ(o.fair_release(holder).integer, 1);  // ours hands off to the Java head only
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{c + ":" + w1, "0"}}));
+  EXPECT_TRUE(j.fair_acquire_queueing("f4", w1, 30000, 30000).is_nil());
+  EXPECT_EQ(j.fair_unlock("f4", w1).integer, 1);  // Java hands off to our waiter only
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{c + ":" + w2, "0"}}));
+  EXPECT_TRUE(o.fair_acquire(w2, 30000, 30000).is_nil());
+  EXPECT_EQ(o.fair_release(w2).integer, 1);
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{c + ":" + w3, "0"}}));
+  EXPECT_TRUE(j.fair_acquire_queueing("f4", w3, 30000, 30000).is_nil());
+  EXPECT_EQ(j.fair_unlock("f4", w3).integer, 1);
+  EXPECT_TRUE(rec.drain().empty());  // nobody queued: no message at all
+}
+
+TEST_F(family_scripts_test, fair_no_tight_retry_when_the_lock_is_free_behind_another_head) {
+  auto o = mine("f5");
+  auto j = java();
+  const std::string holder = peer::new_client_id() + ":0";
+  const std::string head = j.owner(1), ours_waiter = peer::new_client_id() + ":2", java_waiter = j.owner(3);
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 5000).is_nil());
+  ASSERT_TRUE(j.fair_acquire_queueing("f5", head, 30000, 5000).is_integer());
+  ASSERT_TRUE(o.fair_acquire(ours_waiter, 30000, 5000).is_integer());
+  ASSERT_TRUE(j.fair_acquire_queueing("f5", java_waiter, 30000, 5000).is_integer());
+  ASSERT_EQ(o.fair_release(holder).integer, 1);  // free; the head has not claimed it yet
+  // Redisson answers 0 here and Java retries at once (bug 2).
+  EXPECT_EQ(j.fair_acquire_queueing("f5", java_waiter, 30000, 5000).integer, 0);
+  // Ours: the head's remaining deadline (about 30 s + 5 s).
+  auto r = o.fair_acquire(ours_waiter, 30000, 5000);
+  ASSERT_TRUE(r.is_integer()) << r;
+  EXPECT_GT(r.integer, 30000);
+  EXPECT_LE(r.integer, 35000);
+  // A 300 ms wait driven by the bound runs the script a few times, not in a loop.
+  auto t0 = steady::now();
+  auto res = our_fair_lock(server(), "f5", ours_waiter, 30000, 300);
+  EXPECT_FALSE(res.acquired);
+  EXPECT_LE(res.attempts, 3);
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_EQ(score(o.deadlines, ours_waiter), -1);  // gave up: out of the queue
+}
+
+TEST_F(family_scripts_test, fair_testAcquireFailedTimeoutDrift_Descrete_cancel_with_own_allowance) {
+  auto o = mine("f6");
+  auto j = java();
+  const std::string holder = peer::new_client_id() + ":0";
+  const std::string w1 = peer::new_client_id() + ":1", w2 = j.owner(2), w3 = peer::new_client_id() + ":3",
+                    w4 = j.owner(4);
+  const long long t0 = peer::now_ms();
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 5000).is_nil());
+  auto r1 = o.fair_acquire(w1, 30000, 5000);
+  auto r2 = j.fair_acquire_queueing("f6", w2, 30000, 5000);
+  auto r3 = o.fair_acquire(w3, 30000, 5000);
+  auto r4 = j.fair_acquire_queueing("f6", w4, 30000, 5000);
+  // Redisson's replies: ttl 30/35 s; ours: the lock's PTTL for everyone.
+  EXPECT_NEAR(r2.integer, 35000, 1000);
+  EXPECT_NEAR(r4.integer, 45000, 1000);
+  EXPECT_NEAR(r1.integer, 30000, 1000);
+  EXPECT_NEAR(r3.integer, 30000, 1000);
+  // The deadlines follow Redisson's arithmetic whoever wrote them: lease + k * W.
+  const std::vector<std::string> ws{w1, w2, w3, w4};
+  for (int k = 0; k < 4; ++k) EXPECT_NEAR(score(o.deadlines, ws[k]) - t0, 30000 + 5000 * (k + 1), 1000) << k;
+  auto before = scores(o.deadlines);
+  EXPECT_EQ(o.fair_cancel(w2, 5000).integer, 1);
+  EXPECT_EQ(score(o.deadlines, w2), -1);
+  EXPECT_EQ(raw()({"LPOS", o.queue, w2}).is_nil(), true);
+  EXPECT_EQ(score(o.deadlines, w1), before[0].second);
+  EXPECT_EQ(score(o.deadlines, w3), before[2].second - 5000);
+  EXPECT_EQ(score(o.deadlines, w4), before[3].second - 5000);
+  EXPECT_EQ(o.fair_cancel(w2, 5000).integer, 0);  // twice: nothing more
+  EXPECT_EQ(score(o.deadlines, w4), before[3].second - 5000);
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+  EXPECT_TRUE(o.fair_acquire(w1, 30000, 5000).is_nil());  // waiter 1 at once
+  EXPECT_EQ(score(o.deadlines, w3), before[2].second - 10000);
+  EXPECT_NEAR(j.fair_acquire_queueing("f6", w4, 30000, 5000).integer, 30000, 1000);
+
+  // A head that gives up while the lock is free passes the wake-up to the next waiter.
+  EXPECT_EQ(o.fair_release(w1).integer, 1);  // w3 is woken; it gives up instead
+  const std::string c = o.fair_channel;
+  auto rec = record({c + ":" + w3, c + ":" + w4});
+  EXPECT_EQ(o.fair_cancel(w3, 5000).integer, 1);
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{c + ":" + w4, "0"}}));
+  // Redisson's acquireFailed does not: the new head would wait for its timer.
+  j.fair_acquire_failed("f6", w4, 5000);
+  EXPECT_TRUE(rec.drain().empty());
+  EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0);
+}
+
+TEST_F(family_scripts_test, fair_testLockAcquiredBooleanTimeoutDrift_an_acquirer_with_another_allowance_kills_no_one) {
+  // A waiter queued by tryLock(1 s) that later takes the lock with tryLock() (mode A, W = 300 s):
+  // Redisson takes 300 s off every other deadline, so the live waiter behind it is dead at once
+  // (bug 3); ours stops at now + lease and never raises a deadline.
+  for (bool java_acquires : {false, true}) {
+    const std::string name = java_acquires ? "f10j" : "f10";
+    auto o = mine(name);
+    auto j = java();
+    const std::string holder = peer::new_client_id() + ":0", a = j.owner(1), b = peer::new_client_id() + ":2";
+    ASSERT_TRUE(o.fair_acquire(holder, 30000, 1000).is_nil());
+    ASSERT_TRUE(o.fair_acquire(a, 30000, 1000).is_integer());
+    ASSERT_TRUE(o.fair_acquire(b, 30000, 1000).is_integer());
+    const long long before = score(o.deadlines, b);
+    ASSERT_EQ(o.fair_release(holder).integer, 1);
+    if (java_acquires) {
+      ASSERT_TRUE(j.fair_acquire_try_once(name, a, 30000).is_nil());
+      EXPECT_LT(score(o.deadlines, b), peer::now_ms()) << "Redisson's shift";
+    } else {
+      ASSERT_TRUE(o.fair_acquire(a, 30000, peer::fair_lock_wait_timeout, false).is_nil());
+      const long long after = score(o.deadlines, b);
+      EXPECT_GE(after, peer::now_ms() + 29000);
+      EXPECT_LE(after, before);
+    }
+  }
+}
+
+TEST_F(family_scripts_test, fair_a_waiter_that_calls_again_keeps_its_place) {
+  // Clocks are the clients' (ARGV now): a later "now" stands for a holder that kept the lock long.
+  auto o = mine("f11");
+  const std::string holder = peer::new_client_id() + ":0", a = peer::new_client_id() + ":1",
+                    b = peer::new_client_id() + ":2";
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 1000).is_nil());
+  ASSERT_TRUE(o.fair_acquire(a, 30000, 1000).is_integer());
+  ASSERT_TRUE(o.fair_acquire(b, 30000, 1000).is_integer());
+  const long long later = score(o.deadlines, b) + 1;  // both deadlines have passed
+  // A calls again: its own call does not purge it, and its deadline moves to later + W.
+  EXPECT_TRUE(o.fair_acquire(a, 30000, 1000, true, later).is_integer());
+  EXPECT_EQ(score(o.deadlines, a), later + 1000);
+  // B's call at the same time finds A alive; B itself is not purged by its own call either.
+  EXPECT_TRUE(o.fair_acquire(b, 30000, 1000, true, later).is_integer());
+  auto q = raw()({"LRANGE", o.queue, "0", "-1"});
+  ASSERT_EQ(q.elements.size(), 2u);
+  EXPECT_EQ(q.elements[0].str, a);
+  EXPECT_EQ(q.elements[1].str, b);
+  // A waiter that stopped calling is purged by the others: B, after A's refreshed deadline.
+  EXPECT_TRUE(o.fair_acquire(b, 30000, 1000, true, later + 1001).is_integer());
+  q = raw()({"LRANGE", o.queue, "0", "-1"});
+  ASSERT_EQ(q.elements.size(), 1u);
+  EXPECT_EQ(q.elements[0].str, b);
+}
+
+TEST_F(family_scripts_test, fair_testTryLockNonDelayed_try_once_leaves_the_queue_clean) {
+  auto o = mine("f7");
+  auto j = java();
+  const std::string a = peer::new_client_id() + ":1", b = peer::new_client_id() + ":2";
+  EXPECT_TRUE(o.fair_acquire(a, 1000, 0, false).is_nil());
+  auto r = o.fair_acquire(b, 1000, 200, false);
+  ASSERT_TRUE(r.is_integer());
+  EXPECT_GT(r.integer, 0);
+  EXPECT_EQ(j.fair_acquire_try_once("f7", j.owner(1), 1000).integer, 1);
+  EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0);
+  EXPECT_FALSE(our_fair_lock(server(), "f7", b, 1000, 200).acquired);  // queued, then cancelled
+  EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0);
+  EXPECT_EQ(o.fair_release(a).integer, 1);
+  EXPECT_TRUE(o.fair_acquire(b, 1000, 0, false).is_nil());
+  EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0);
+}
+
+TEST_F(family_scripts_test, fair_waiters_are_woken_across_clients) {
+  // A Java tryLock waiting on its channel gets our release long before the 30 s lease.
+  {
+    auto o = mine("f8");
+    const std::string holder = peer::new_client_id() + ":0";
+    ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000).is_nil());
+    auto j = java();
+    const std::string w = j.owner(1);
+    std::atomic<bool> got{false};
+    std::thread t([&] {
+      auto jt = java(j.client_id());
+      got = jt.fair_try_lock("f8", w, 5000, 10000);
+    });
+    ASSERT_TRUE(eventually([&] { return subscribers(o.fair_channel + ":" + w) == 1; }));
+    auto t0 = steady::now();
+    EXPECT_EQ(o.fair_release(holder).integer, 1);
+    t.join();
+    EXPECT_TRUE(got.load());
+    EXPECT_LT(ms_since(t0), 2000);
+    EXPECT_EQ(raw()({"HGET", "f8", w}).str, "1");
+  }
+  // Our waiter gets a Java unlock the same way.
+  {
+    auto o = mine("f8b");
+    auto j = java();
+    const std::string holder = j.owner(1), w = peer::new_client_id() + ":5";
+    ASSERT_TRUE(j.fair_try_lock("f8b", holder, 30000, 0));
+    std::atomic<bool> got{false};
+    std::thread t([&] { got = our_fair_lock(server(), "f8b", w, 5000, 10000).acquired; });
+    ASSERT_TRUE(eventually([&] { return subscribers(o.fair_channel + ":" + w) == 1; }));
+    auto t0 = steady::now();
+    EXPECT_EQ(j.fair_unlock("f8b", holder).integer, 1);
+    t.join();
+    EXPECT_TRUE(got.load());
+    EXPECT_LT(ms_since(t0), 2000);
+  }
+}
+
+TEST_F(family_scripts_test, fair_release_latch_replays_a_retried_release) {
+  auto o = mine("f9");
+  const std::string me = peer::new_client_id() + ":1";
+  ASSERT_TRUE(o.fair_acquire(me, 30000, 5000).is_nil());
+  ASSERT_TRUE(o.fair_acquire(me, 30000, 5000).is_nil());
+  EXPECT_EQ(o.fair_release(me, 2).integer, 0);  // the first attempt ran; its reply was "lost"
+  const std::string latch = o.latch();
+  EXPECT_EQ(o.fair_release(me, 2, true, latch).integer, 0);  // the retry takes nothing more
+  EXPECT_EQ(raw()({"HGET", "f9", me}).str, "1");
+  EXPECT_EQ(raw()({"GET", latch}).str, "0");
+  EXPECT_EQ(o.fair_release(me, 2, true, latch).integer, 0);  // a late duplicate finds the latch
+  EXPECT_EQ(raw()({"HGET", "f9", me}).str, "1");
+  EXPECT_EQ(o.fair_release(me, 1).integer, 1);
+  EXPECT_EQ(raw()({"EXISTS", "f9"}).integer, 0);
+}
+
+// ---- read-write lock ---------------------------------------------------------------------------------
+
+TEST_F(family_scripts_test, rw_testMultiRead_readers_share_across_clients_and_block_writers) {
+  auto o = mine("r1");
+  auto j = java();
+  const std::string jr = j.owner(1), me = peer::new_client_id() + ":1", me2 = peer::new_client_id() + ":2";
+  ASSERT_TRUE(j.read_lock("r1", jr, 10000, 0));
+  EXPECT_TRUE(o.read_acquire(me, 10000).is_nil());
+  EXPECT_TRUE(o.read_acquire(me2, 10000).is_nil());
+  EXPECT_TRUE(o.read_acquire(me, 10000).is_nil());  // re-entry: level 2
+  EXPECT_EQ(raw()({"HGET", "r1", "mode"}).str, "read");
+  EXPECT_EQ(raw()({"HGET", "r1", me}).str, "2");
+  for (int level : {1, 2}) {
+    auto t = raw()({"PTTL", o.timeout_key(me, level)}).integer;
+    EXPECT_GT(t, 9000) << level;
+    EXPECT_LE(t, 10000) << level;
+  }
+  auto w = o.write_acquire(me2 + "x", 10000);
+  ASSERT_TRUE(w.is_integer()) << w;
+  EXPECT_GT(w.integer, 0);
+  EXPECT_FALSE(j.write_lock("r1", j.owner(2), 10000, 0));
+  EXPECT_EQ(o.read_release(me, 2).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", o.timeout_key(me, 2)}).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", o.timeout_key(me, 1)}).integer, 1);
+  EXPECT_EQ(o.read_release(me, 1).integer, 0);
+  EXPECT_EQ(o.read_release(me2, 1).integer, 0);
+  EXPECT_TRUE(o.read_release(me2, 1).is_nil());  // holds nothing any more
+  EXPECT_EQ(j.read_unlock("r1", jr).integer, 1);  // the last reader frees it
+  EXPECT_EQ(raw()({"EXISTS", "r1"}).integer, 0);
+  EXPECT_TRUE(o.write_acquire(me2 + "x", 10000).is_nil());
+}
+
+TEST_F(family_scripts_test, rw_testWriteLock_writer_excludes_both_ways) {
+  auto o = mine("r2");
+  auto j = java();
+  const std::string me = peer::new_client_id() + ":1", jw = j.owner(1);
+  ASSERT_TRUE(o.write_acquire(me, 10000).is_nil());
+  EXPECT_EQ(raw()({"HGET", "r2", me + ":write"}).str, "1");
+  EXPECT_TRUE(j.read_acquire("r2", jw, 10000).is_integer());
+  EXPECT_TRUE(j.write_acquire("r2", jw, 10000).is_integer());
+  EXPECT_TRUE(j.write_unlock("r2", jw).is_nil());
+  EXPECT_EQ(o.write_release(me).integer, 1);
+  EXPECT_EQ(raw()({"EXISTS", "r2"}).integer, 0);
+  ASSERT_TRUE(j.write_lock("r2", jw, 10000, 0));
+  auto r = o.read_acquire(me, 10000);
+  EXPECT_TRUE(r.is_integer()) << r;
+  r = o.write_acquire(me, 10000);
+  EXPECT_TRUE(r.is_integer()) << r;  // contention, not WOULD_DEADLOCK: it holds no read
+  EXPECT_TRUE(o.write_release(me).is_nil());
+  EXPECT_EQ(j.write_unlock("r2", jw).integer, 1);
+  EXPECT_TRUE(o.read_acquire(me, 10000).is_nil());
+  // Releasing what is gone: nil, and (unlike Redisson) no message.
+  EXPECT_EQ(o.read_release(me).integer, 1);
+  auto rec = record({o.rw_channel});
+  EXPECT_TRUE(o.read_release(me).is_nil());
+  EXPECT_TRUE(o.write_release(me).is_nil());
+  EXPECT_TRUE(rec.drain().empty());
+}
+
+TEST_F(family_scripts_test, rw_testWR_downgrade_and_the_downgraded_release_publishes) {
+  auto o = mine("r3");
+  auto j = java();
+  const std::string me = peer::new_client_id() + ":1", jr = j.owner(1);
+  ASSERT_TRUE(o.write_acquire(me, 30000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 5000).is_nil());  // downgrade
+  EXPECT_TRUE(j.read_acquire("r3", jr, 10000).is_integer());
+  auto rec = record({o.rw_channel});
+  EXPECT_EQ(o.write_release(me).integer, 1);
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{o.rw_channel, "1"}}));
+  EXPECT_EQ(raw()({"HGET", "r3", "mode"}).str, "read");
+  auto ttl = raw()({"PTTL", "r3"}).integer;
+  EXPECT_LE(ttl, 5000);  // from the read's timeout key, not the writer's 30 s
+  EXPECT_GT(ttl, 3000);
+  EXPECT_TRUE(j.read_acquire("r3", jr, 10000).is_nil());
+  EXPECT_EQ(j.read_unlock("r3", jr).integer, 0);
+  EXPECT_EQ(o.read_release(me).integer, 1);
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{o.rw_channel, "0"}}));
+
+  // Redisson's own downgraded release flips the mode without a message (bug 1).
+  ASSERT_TRUE(j.write_acquire("r3", jr, 30000).is_nil());
+  ASSERT_TRUE(j.read_acquire("r3", jr, 5000).is_nil());
+  EXPECT_EQ(j.write_unlock("r3", jr).integer, 1);
+  EXPECT_TRUE(rec.drain().empty());
+  EXPECT_EQ(raw()({"HGET", "r3", "mode"}).str, "read");
+  // Java's read unlock then frees it and says so.
+  EXPECT_EQ(j.read_unlock("r3", jr).integer, 1);
+  EXPECT_EQ(rec.drain(), (std::vector<message>{{o.rw_channel, "0"}}));
+}
+
+TEST_F(family_scripts_test, rw_testWriteReadReentrancy_upgrade_is_refused_at_once) {
+  auto o = mine("r4");
+  auto j = java();
+  const std::string me = peer::new_client_id() + ":1";
+  ASSERT_TRUE(o.read_acquire(me, 30000).is_nil());
+  ASSERT_TRUE(j.read_lock("r4", j.owner(1), 30000, 0));
+  auto t0 = steady::now();
+  auto r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_status()) << r;
+  EXPECT_EQ(r.str, "WOULD_DEADLOCK");
+  EXPECT_FALSE(our_rw_lock(server(), true, "r4", me, 30000, 10000));  // the loop ends at once too
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_EQ(raw()({"HGET", "r4", "mode"}).str, "read");  // nothing changed
+  EXPECT_EQ(raw()({"HEXISTS", "r4", me + ":write"}).integer, 0);
+  // Another owner's write is plain contention.
+  EXPECT_TRUE(o.write_acquire(peer::new_client_id() + ":2", 30000).is_integer());
+  EXPECT_EQ(j.read_unlock("r4", j.owner(1)).integer, 0);
+  EXPECT_EQ(o.read_release(me).integer, 1);
+  EXPECT_TRUE(o.write_acquire(me, 30000).is_nil());
+  // Write, then read, then write again: re-entry, not an upgrade.
+  EXPECT_TRUE(o.read_acquire(me, 30000).is_nil());
+  EXPECT_TRUE(o.write_acquire(me, 30000).is_nil());
+  EXPECT_EQ(raw()({"HGET", "r4", me + ":write"}).str, "2");
+}
+
+TEST_F(family_scripts_test, rw_testMultiInstanceReadLockZombieCleanup_read_unlock_deletes_the_hash) {
+  for (bool java_zombie : {true, false}) {
+    const std::string name = java_zombie ? "r5j" : "r5";
+    auto o = mine(name);
+    auto j = java();
+    const std::string zombie = java_zombie ? j.owner(1) : peer::new_client_id() + ":1";
+    const std::string live = java_zombie ? peer::new_client_id() + ":2" : j.owner(2);
+    if (java_zombie) {
+      ASSERT_TRUE(j.read_acquire(name, zombie, 200).is_nil());
+      ASSERT_TRUE(o.read_acquire(live, 30000).is_nil());
+    } else {
+      ASSERT_TRUE(o.read_acquire(zombie, 200).is_nil());
+      ASSERT_TRUE(j.read_acquire(name, live, 30000).is_nil());
+    }
+    ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", o.timeout_key(zombie, 1)}).integer == 0; }));
+    EXPECT_EQ(raw()({"HEXISTS", name, zombie}).integer, 1);  // the crashed reader's field stays
+    auto rec = record({o.rw_channel});
+    auto r = java_zombie ? o.read_release(live) : j.read_unlock(name, live);
+    EXPECT_EQ(r.integer, 1) << name;
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0) << name;
+    EXPECT_EQ(rec.drain(), (std::vector<message>{{o.rw_channel, "0"}})) << name;
+    EXPECT_TRUE(o.write_acquire(peer::new_client_id() + ":3", 5000).is_nil()) << name;
+  }
+}
+
+TEST_F(family_scripts_test, rw_testReadLockLeaseTimeoutDiffThreadsRRW_and_testName_timeout_keys_interoperate) {
+  for (std::string name : {std::string("r6"), std::string("{test}:abc:key")}) {
+    auto o = mine(name);
+    auto j = java();
+    const std::string a = peer::new_client_id() + ":1", b = j.owner(2);
+    ASSERT_TRUE(o.read_acquire(a, 5000).is_nil());
+    const std::string expect_key = name == "r6" ? "{r6}:" + a + ":rwlock_timeout:1" : name + ":" + a + ":rwlock_timeout:1";
+    EXPECT_EQ(raw()({"EXISTS", expect_key}).integer, 1) << name;
+    ASSERT_TRUE(j.read_acquire(name, b, 30000).is_nil());
+    EXPECT_GT(raw()({"PTTL", name}).integer, 20000);
+    // Java's unlock of B finds our A's timeout key: the hash now lives as long as A's read.
+    EXPECT_EQ(j.read_unlock(name, b).integer, 0) << name;
+    auto ttl = raw()({"PTTL", name}).integer;
+    EXPECT_LE(ttl, 5000) << name;
+    EXPECT_GT(ttl, 3000) << name;
+    auto w = o.write_acquire(peer::new_client_id() + ":3", 5000);
+    ASSERT_TRUE(w.is_integer()) << name;
+    EXPECT_LE(w.integer, 5000) << name;
+    // And the other way round: our unlock finds Java's key.
+    ASSERT_TRUE(j.read_acquire(name, b, 30000).is_nil());
+    EXPECT_EQ(o.read_release(a).integer, 0) << name;
+    EXPECT_GT(raw()({"PTTL", name}).integer, 20000) << name;
+    EXPECT_EQ(j.read_unlock(name, b).integer, 1) << name;
+  }
+}
+
+TEST_F(family_scripts_test, rw_testWriteRead_release_wakes_waiters_on_the_channel) {
+  // Three Java readers waiting on redisson_rwlock:{r7} come in on our write release (message "1").
+  {
+    auto o = mine("r7");
+    const std::string me = peer::new_client_id() + ":1";
+    ASSERT_TRUE(o.write_acquire(me, 30000).is_nil());
+    const std::string java_id = peer::new_client_id();
+    std::atomic<int> got{0};
+    std::vector<std::thread> ts;
+    for (int i = 0; i < 3; ++i) {
+      ts.emplace_back([&, i] {
+        auto jt = java(java_id);
+        if (jt.read_lock("r7", jt.owner(10 + i), 5000, 10000)) ++got;
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return subscribers(o.rw_channel) == 3; }));
+    auto t0 = steady::now();
+    EXPECT_EQ(o.write_release(me).integer, 1);
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(got.load(), 3);
+    EXPECT_LT(ms_since(t0), 2000);
+  }
+  // Our waiting writer comes in on a Java write unlock.
+  {
+    auto o = mine("r7b");
+    auto j = java();
+    ASSERT_TRUE(j.write_lock("r7b", j.owner(1), 30000, 0));
+    std::atomic<bool> got{false};
+    std::thread t([&] { got = our_rw_lock(server(), true, "r7b", peer::new_client_id() + ":2", 5000, 10000); });
+    ASSERT_TRUE(eventually([&] { return subscribers(o.rw_channel) == 1; }));
+    auto t0 = steady::now();
+    EXPECT_EQ(j.write_unlock("r7b", j.owner(1)).integer, 1);
+    t.join();
+    EXPECT_TRUE(got.load());
+    EXPECT_LT(ms_since(t0), 2000);
+  }
+}
+
+TEST_F(family_scripts_test, rw_testWriteLockExpiration_reentry_does_not_accumulate_ttl) {
+  auto o = mine("r8");
+  auto j = java();
+  const std::string me = peer::new_client_id() + ":1";
+  ASSERT_TRUE(o.write_acquire(me, 10000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 1000).is_nil());
+  EXPECT_LE(raw()({"PTTL", "r8"}).integer, 10000);
+  EXPECT_GT(raw()({"PTTL", "r8"}).integer, 9000);
+  ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
+  ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
+  EXPECT_GT(raw()({"PTTL", "r8j"}).integer, 19000);  // Redisson's PTTL + lease (bug 3)
+}
+
+TEST_F(family_scripts_test, rw_testReadLockExpirationRenewal_rw_renew_extends_reads_and_writes) {
+  auto o = mine("r9");
+  auto w = mine("r9w");
+  const std::string me = peer::new_client_id() + ":1";
+  ASSERT_TRUE(o.read_acquire(me, 1000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 1000).is_nil());
+  ASSERT_TRUE(w.write_acquire(me, 1000).is_nil());
+  raw()({"SET", "r9s", "x"});
+  auto r = o.eval(lua::rw_renew, {"r9", "r9w", "r9", "r9s", "r9gone"}, {"30000", "rwwrr", me, "", "", "", ""});
+  ASSERT_TRUE(r.is_array()) << r;
+  std::vector<long long> failed;
+  for (auto& e : r.elements) failed.push_back(e.integer);
+  // "r9" as a write: no write field (2); "r9s": wrong type (3); "r9gone": gone (0).
+  EXPECT_EQ(failed, (std::vector<long long>{3, 2, 4, 3, 5, 0}));
+  for (const std::string& k : {std::string("r9"), std::string("r9w"), o.timeout_key(me, 1), o.timeout_key(me, 2)}) {
+    EXPECT_GT(raw()({"PTTL", k}).integer, 20000) << k;
+  }
+  // A Java read unlock now keeps the hash alive from our renewed timeout keys.
+  auto j = java();
+  ASSERT_TRUE(j.read_acquire("r9", j.owner(1), 500).is_nil());
+  EXPECT_EQ(j.read_unlock("r9", j.owner(1)).integer, 0);
+  EXPECT_GT(raw()({"PTTL", "r9"}).integer, 20000);
+}
+
+}  // namespace
+}  // namespace redlease::test
