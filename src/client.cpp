@@ -128,6 +128,11 @@ reentrant_lock client::lock(std::string name) {
   return reentrant_lock(impl_, std::move(name));
 }
 
+redlease::fair_lock client::fair_lock(std::string name) {
+  if (name.empty()) throw error(errc::invalid_argument, "client::fair_lock: empty lock name");
+  return redlease::fair_lock(impl_, std::move(name));
+}
+
 redlease::mutex client::mutex(std::string name) {
   if (name.empty()) throw error(errc::invalid_argument, "client::mutex: empty lock name");
   return redlease::mutex(impl_, std::move(name));

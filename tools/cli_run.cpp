@@ -54,7 +54,7 @@ struct run_options {
   std::string name;
   std::vector<std::string> command;
   std::string wait, lease, watchdog = "30s", kill_after = "10s";
-  bool mutex = false, quiet = false, verbose = false, json = false;
+  bool mutex = false, fair = false, quiet = false, verbose = false, json = false;
 };
 
 // ---- output ----------------------------------------------------------------------------------
@@ -274,7 +274,9 @@ int run(const run_options& o) {
     client c{cfg};
     c.ping();
 
-    detail::lock_handle lock = o.mutex ? detail::lock_handle(c.mutex(o.name)) : detail::lock_handle(c.lock(o.name));
+    detail::lock_handle lock = o.mutex  ? detail::lock_handle(c.mutex(o.name))
+                               : o.fair ? detail::lock_handle(c.fair_lock(o.name))
+                                        : detail::lock_handle(c.lock(o.name));
     lock.on_lost([state](const lost_info& info) {
       state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
       state->notify();
@@ -316,7 +318,9 @@ int run(const run_options& o) {
     // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
     // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
     const auto t0 = steady::now();
-    if (!wait) {
+    if (o.fair) {
+      acquire_plain();  // the fair lock hands out no fencing token yet
+    } else if (!wait) {
       if (lease) lock.async_lock_and_get_token(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
       else lock.async_lock_and_get_token(owner, asio::bind_cancellation_slot(cancel.slot(), done));
     } else {
@@ -369,7 +373,7 @@ int run(const run_options& o) {
         break;
     }
     rep(reporter::verbose_only, "acquired")
-        .str("kind", o.mutex ? "mutex" : "reentrant")
+        .str("kind", o.mutex ? "mutex" : o.fair ? "fair" : "reentrant")
         .num("wait_ms", waited)
         .say("acquired lock " + rep.quoted() + " after " + std::to_string(waited) + " ms");
 
@@ -549,7 +553,11 @@ void setup_run(CLI::App& app, action_t& action) {
   cmd->add_option("--kill-after", o->kill_after,
                   "After a lost lock, time between SIGTERM and SIGKILL (default 10s)")
       ->check(duration_validator());
-  cmd->add_flag("--mutex", o->mutex, "Use the non-reentrant SET NX mutex instead of Redisson's hash lock");
+  auto* mutex_flag = cmd->add_flag("--mutex", o->mutex, "Use the non-reentrant SET NX mutex instead of Redisson's hash lock");
+  cmd->add_flag("--fair", o->fair,
+                "Use Redisson's fair lock: waiters (redlease and Redisson alike) get it in the order they queued "
+                "(no fencing token yet)")
+      ->excludes(mutex_flag);
   auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);

@@ -119,6 +119,9 @@ class client {
   /// A non-reentrant `SET NX PX` mutex on `name` (a cheap handle; no I/O).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::mutex mutex(std::string name);
+  /// A fair (FIFO) lock on `name`, Redisson's `RedissonFairLock` layout (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::fair_lock fair_lock(std::string name);
   /// Stock split over `segments` keys `<name>:0` .. (flash sales; see `segmented_stock`).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0.
   segmented_stock stock(std::string name, std::size_t segments);

@@ -95,6 +95,7 @@ struct wait_strategy {
 enum class lock_kind : std::uint8_t {
   reentrant,  ///< Redisson's hash: field `<uuid>:<owner>` → hold count
   mutex,      ///< a string key holding a random token
+  fair,       ///< Redisson's fair lock: the reentrant hash plus a FIFO queue of waiters
 };
 
 namespace detail {
@@ -455,6 +456,24 @@ class mutex : public detail::lock_handle {
   /// Made by `client::mutex(name)`.
   mutex(std::shared_ptr<detail::client_impl> c, std::string name)
       : lock_handle(std::move(c), std::move(name), lock_kind::mutex) {}
+};
+
+/// A fair (FIFO) reentrant lock with Redisson's `RedissonFairLock` layout: the reentrant hash
+/// `name`, the queue `redisson_lock_queue:{name}` and the waiters' deadlines
+/// `redisson_lock_timeout:{name}`; a release hands the lock to the head of the queue only, on that
+/// waiter's own channel `redisson_lock__channel:{name}:<owner field>`. Waiters are served in the
+/// order they queued, across redlease and Redisson clients; a waiter that gives up (timeout,
+/// cancellation, error) leaves the queue; dead waiters (past their deadline) are purged by the next
+/// acquisition. docs/lock-kinds.md has the layout and what differs from Redisson (no tight retry on
+/// a zero wait, the right allowance when a wait ends). Fencing tokens are not available on this kind
+/// yet: `*_and_get_token` fails with `errc::invalid_argument` and takes nothing.
+///
+/// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
+class fair_lock : public detail::lock_handle {
+ public:
+  /// Made by `client::fair_lock(name)`.
+  fair_lock(std::shared_ptr<detail::client_impl> c, std::string name)
+      : lock_handle(std::move(c), std::move(name), lock_kind::fair) {}
 };
 
 }  // namespace redlease

@@ -111,6 +111,8 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   std::shared_ptr<lost_slot> slot;
   std::string id;  // mutex only: this attempt's token (a reentrant field derives from the owner)
   bool fenced = false;  // each grant also takes a fencing token
+  ms allowance{0};      // the whole wait (0: without limit), for kinds that declare it (fair lock)
+  bool queue = true;    // false for one attempt without waiting (a fair lock does not queue it)
   bool_handler done;
   asio::steady_timer timer;
   bool trying = false;
@@ -226,11 +228,11 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 // ---- acquire -----------------------------------------------------------------------------------
 
 void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
-                           bool fenced, attempt_handler h) {
+                           bool fenced, ms allowance, bool queue, attempt_handler h) {
   const auto& proto = protocol_of(kind);
   arg_list a;
   a.buf.reserve(name.size() + id.size() + 96);
-  proto.encode_acquire(a, acquire_request{name, scratch_field(owner), id, lease, fenced});
+  proto.encode_acquire(a, acquire_request{name, scratch_field(owner), id, lease, fenced, allowance, queue});
   auto sent = clock::now();
   c_.route(name).exec_script_acked(proto.acquire_script(fenced), std::move(a),
                                    [this, &proto, name, kind, owner, id, h = std::move(h), sent](std::error_code ec,
@@ -277,6 +279,14 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_undo(a, u);
+  if (const lua_script* g = proto.give_up_script()) {
+    // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
+    // order, after the undo.
+    c_.exec_script(name, proto.undo_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+    arg_list b;
+    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, ms(0), true});
+    return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
+  }
   c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
 }
 
@@ -296,6 +306,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (cancel && cancel->requested) return h(errc::operation_aborted, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
+  if (fenced && !protocol_of(kind).fencing()) return h(errc::invalid_argument, false);
   if (auto* held = find(name, owner)) {
     // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
     // mutex again) must not silently start a new hold in the middle of a critical section that is
@@ -314,11 +325,13 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->next_delay = how.initial;
   w->done = std::move(h);
   w->fenced = fenced;
+  if (wait) w->allowance = *wait;
+  w->queue = !(wait && wait->count() == 0);
   if (protocol_of(kind).per_attempt_id()) w->id = random_token();
   if (cancel) cancel->waiter = w;
   w->trying = true;
   ms effective = lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, kind, owner, effective, w->id, w->fenced,
+  attempt(w->name, kind, owner, effective, w->id, w->fenced, w->allowance, w->queue,
           [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
@@ -443,12 +456,15 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
-  if (!w->how.use_backoff && !refused_channels_.empty() && channel_refused_lately(lock_channel(w->name, w->kind)))
+  const auto& proto = protocol_of(w->kind);
+  std::string channel = proto.waiter_channel(w->name, scratch_field(w->owner));
+  if (proto.poll_capped()) w->poll_capped = true;
+  if (!w->how.use_backoff && !refused_channels_.empty() && channel_refused_lately(channel))
     poll_instead(*w);
   if (w->how.use_backoff) return waiter_sleep(w, pttl);  // no channel: retries on a schedule
-  auto go = [this, w, pttl] {
+  auto go = [this, w, pttl, channel = std::move(channel)] {
     if (w->finished) return;
-    join_channel(w, lock_channel(w->name, w->kind), false);
+    join_channel(w, channel, false);
     if (protocol_of(w->kind).keyspace_wake()) {
       if (keyspace_ == keyspace::on) {
         std::string ch = "__keyspace@" + std::to_string(c_.cfg().database) + "__:" + w->name;
@@ -600,7 +616,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   // A fresh token per attempt: nothing meant for an earlier attempt can touch this one.
   if (protocol_of(w->kind).per_attempt_id()) w->id = random_token();
   ms effective = w->lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, w->kind, w->owner, effective, w->id, w->fenced,
+  attempt(w->name, w->kind, w->owner, effective, w->id, w->fenced, w->allowance, w->queue,
           [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
             w->trying = false;
             if (w->finished) return;
@@ -655,6 +671,13 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
   if (w->finished) return;
   w->finished = true;
+  const auto& proto = protocol_of(w->kind);
+  if (!acquired && w->queue && !closed_ && proto.give_up_script() != nullptr) {
+    // It may be queued (a fair lock): leave, so that the waiters behind it are not held up.
+    arg_list a;
+    proto.encode_give_up(a, acquire_request{w->name, scratch_field(w->owner), w->id, ms(0), false, w->allowance, true});
+    c_.exec_script(w->name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+  }
   w->timer.cancel();
   leave_channels(*w);
   auto done = std::move(w->done);

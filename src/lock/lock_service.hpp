@@ -115,7 +115,7 @@ class lock_service {
   // The owner field in a buffer reused by every call (no allocation): valid until the next call.
   std::string_view scratch_field(owner_id owner);
   void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id, bool fenced,
-               attempt_handler h);
+               ms allowance, bool queue, attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,

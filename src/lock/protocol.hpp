@@ -24,6 +24,8 @@ struct acquire_request {
   std::string_view id;     // this attempt's random id (kinds with `per_attempt_id`)
   ms lease{0};
   bool fenced = false;     // return a fencing token with the grant
+  ms allowance{0};         // how long this acquisition may wait in all (fair lock: its queue allowance)
+  bool queue = false;      // the acquisition waits if it does not get the lock (fair lock: join the queue)
 };
 
 /// What an acquisition attempt's reply says.
@@ -53,6 +55,8 @@ class lock_protocol {
   virtual ~lock_protocol() = default;
   /// The channel this kind's releases publish on (Redisson's name for Redisson's kinds).
   virtual std::string channel(std::string_view name) const = 0;
+  /// Whether the kind's acquire script can hand out fencing tokens.
+  virtual bool fencing() const { return true; }
   /// Whether an owner may acquire again while it holds (else `would_deadlock`).
   virtual bool reentrant() const = 0;
   /// Whether each attempt carries a fresh random id that the hold keeps (a mutex's token).
@@ -64,6 +68,16 @@ class lock_protocol {
   virtual bool release_needs_hold() const = 0;
   /// Why a hold that a release finds not held was lost.
   virtual lost_reason not_held_reason() const = 0;
+  /// The channel a waiter of `field` listens on: the kind's channel, or one of its own (a fair lock
+  /// hands the lock to the head of its queue only, on that waiter's channel).
+  virtual std::string waiter_channel(std::string_view name, std::string_view /*field*/) const { return channel(name); }
+  /// Whether a waiter re-checks at least every `config::mutex_poll_cap` even without a message
+  /// (a holder of another library, or Redisson's give-up and delete, may wake nobody).
+  virtual bool poll_capped() const { return false; }
+  /// What a waiter that gives up without the lock must tell the server (leave the fair lock's
+  /// queue); nullptr: nothing. Also sent after the undo of a grant whose reply never came.
+  virtual const lua_script* give_up_script() const { return nullptr; }
+  virtual void encode_give_up(arg_list& /*a*/, const acquire_request& /*r*/) const {}
 
   virtual const lua_script& acquire_script(bool fenced) const = 0;
   virtual void encode_acquire(arg_list& a, const acquire_request& r) const = 0;

@@ -3,6 +3,7 @@
 // owner fields and hold counts) and the SET NX PX mutex (a string holding a random token).
 #include <openssl/evp.h>
 
+#include <chrono>
 #include <charconv>
 
 #include "lock/lock_service.hpp"
@@ -165,13 +166,87 @@ class mutex_protocol final : public lock_protocol {
   }
 };
 
+// Deadlines in the fair lock's zset are epoch milliseconds of the clients' clocks, as Redisson
+// writes them: every client of one lock must use the same kind of clock to share its queue.
+long long epoch_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The wait a fair-lock waiter declares (its place in the queue is kept that long after each call):
+// its wait, or Redisson's 300 s for an unbounded one.
+long long allowance_of(const acquire_request& r) {
+  return r.allowance.count() > 0 && r.allowance < ms(300000) ? r.allowance.count() : 300000;
+}
+
+class fair_protocol final : public lock_protocol {
+ public:
+  std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
+  std::string waiter_channel(std::string_view name, std::string_view field) const override {
+    return channel(name) + ":" + std::string(field);
+  }
+  bool reentrant() const override { return true; }
+  bool per_attempt_id() const override { return false; }
+  bool keyspace_wake() const override { return false; }
+  bool release_needs_hold() const override { return false; }
+  bool poll_capped() const override { return true; }
+  bool fencing() const override { return false; }
+  lost_reason not_held_reason() const override { return lost_reason::deleted; }
+
+  const lua_script& acquire_script(bool) const override { return lua::fair_acquire; }
+  void encode_acquire(arg_list& a, const acquire_request& r) const override {
+    a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
+    a.add(r.lease.count()).add(r.field).add(allowance_of(r)).add(epoch_ms()).add(r.queue ? "1" : "0");
+    a.add(channel(r.name)).add("publish");
+  }
+  // nil: granted; otherwise the most ms to wait before calling again (-1: no expiry, a message only).
+  acquire_result decode_acquire(const reply& r) const override { return decode_grant_or_pttl(r); }
+
+  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::fair_release; }
+  void encode_release(arg_list& a, const release_request& r) const override {
+    a.add(4LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
+    a.add(latch_key(r.name, r.request));
+    a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);
+    a.add(r.retry ? "1" : "0").add(r.latch_ttl.count()).add(epoch_ms());
+  }
+  release_result decode_release(const reply& r) const override {
+    if (r.is_nil()) return release_result::not_held;
+    if (!r.is_integer()) return release_result::bad;
+    return r.integer == 1 ? release_result::freed : release_result::decremented;
+  }
+  const lua_script& undo_script() const override { return lua::fair_release; }
+  void encode_undo(arg_list& a, const release_request& r) const override {
+    release_request u = r;
+    u.retry = true;
+    encode_release(a, u);
+  }
+  const lua_script* give_up_script() const override { return &lua::fair_cancel; }
+  void encode_give_up(arg_list& a, const acquire_request& r) const override {
+    a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
+    a.add(r.field).add(allowance_of(r)).add(channel(r.name)).add("publish");
+  }
+
+  char renew_letter() const override { return 'h'; }
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+    encode_command(out, {"HGET", name, field});
+  }
+  std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
+    if (r.is_nil()) return 0;
+    long long v = 0;
+    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
+    return v;
+  }
+};
+
 }  // namespace
 
 const lock_protocol& protocol_of(lock_kind kind) noexcept {
   static const reentrant_protocol reentrant;
   static const mutex_protocol mutex;
+  static const fair_protocol fair;
   // The registry of kinds: indexed by the public enum's value.
-  static const lock_protocol* const table[] = {&reentrant, &mutex};
+  static const lock_protocol* const table[] = {&reentrant, &mutex, &fair};
   return *table[static_cast<std::size_t>(kind)];
 }
 

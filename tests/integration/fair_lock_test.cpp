@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The fair lock through the library (issue 12 §3): strict FIFO across redlease and a Redisson-
+// behaviour peer (tests/support/redisson_peer.hpp, written from the spec, independent of our
+// scripts), hand-off to the head only, a waiter that gives up leaves the queue, a zero wait does not
+// queue, the watchdog renews it.
+#include <gtest/gtest.h>
+
+#include <mutex>
+#include <thread>
+
+#include "lock_test_support.hpp"
+#include "redisson_peer.hpp"
+
+namespace redlease::test {
+namespace {
+
+class fair_lock_test : public lock_fixture {
+ protected:
+  long long queued(const std::string& name) { return raw()({"LLEN", "redisson_lock_queue:{" + name + "}"}).integer; }
+  long long deadlines(const std::string& name) {
+    return raw()({"ZCARD", "redisson_lock_timeout:{" + name + "}"}).integer;
+  }
+};
+
+TEST_F(fair_lock_test, waiters_are_served_in_queue_order_across_redlease_and_redisson) {
+  const std::string name = "fair:fifo";
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock();
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto served = [&](const std::string& who) {
+    std::lock_guard<std::mutex> g(mu);
+    order.push_back(who);
+  };
+  client ours(cfg());
+  std::vector<std::thread> threads;
+  // Queue four waiters one after the other, alternating the clients: each is in the queue before
+  // the next one starts.
+  for (int i = 0; i < 4; ++i) {
+    std::string who = (i % 2 == 0 ? "redlease-" : "redisson-") + std::to_string(i);
+    if (i % 2 == 0) {
+      threads.emplace_back([&, who] {
+        auto l = ours.fair_lock(name);
+        if (l.try_lock(20000ms)) {
+          served(who);
+          l.unlock();
+        }
+      });
+    } else {
+      threads.emplace_back([&, who] {
+        redisson_peer peer(server().host(), server().port());
+        auto owner = peer.owner(1);
+        if (peer.fair_try_lock(name, owner, 30000, 20000)) {
+          served(who);
+          peer.fair_unlock(name, owner);
+        }
+      });
+    }
+    ASSERT_TRUE(eventually([&] { return queued(name) == i + 1; })) << "waiter " << i << " did not queue";
+  }
+  h.unlock();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<std::string>{"redlease-0", "redisson-1", "redlease-2", "redisson-3"}));
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(deadlines(name), 0);
+}
+
+TEST_F(fair_lock_test, a_waiter_that_gives_up_leaves_the_queue_and_a_zero_wait_never_queues) {
+  const std::string name = "fair:giveup";
+  client c(cfg());
+  auto l = c.fair_lock(name);
+  l.lock();
+  std::thread t([&] {
+    auto w = c.fair_lock(name);
+    auto t0 = steady::now();
+    EXPECT_FALSE(w.try_lock(300ms));
+    EXPECT_GE(ms_since(t0), 250);
+    // One attempt, no queueing: the queue stays empty.
+    EXPECT_FALSE(w.try_lock(0ms));
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
+  t.join();
+  EXPECT_TRUE(eventually([&] { return queued(name) == 0 && deadlines(name) == 0; }, 2000ms));
+  l.unlock();
+}
+
+TEST_F(fair_lock_test, a_redisson_waiter_is_handed_the_lock_by_our_unlock_on_its_own_channel) {
+  const std::string name = "fair:handoff";
+  client c(cfg());
+  auto l = c.fair_lock(name);
+  l.lock();
+  std::atomic<bool> got{false};
+  std::thread t([&] {
+    redisson_peer peer(server().host(), server().port());
+    got = peer.fair_try_lock(name, peer.owner(7), 30000, 10000);
+    if (got) peer.fair_unlock(name, peer.owner(7));
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
+  auto t0 = steady::now();
+  l.unlock();
+  t.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(t0), 2000);
+}
+
+TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_fencing_is_refused_cleanly) {
+  client c(cfg(1500ms));  // renewed every 500 ms
+  auto l = c.fair_lock("fair:wd");
+  l.lock();
+  std::this_thread::sleep_for(2000ms);  // longer than the lease: only renewals keep it
+  EXPECT_TRUE(l.valid());
+  EXPECT_GT(raw()({"PTTL", "fair:wd"}).integer, 0);
+  EXPECT_EQ(l.hold_count(), 1);
+  l.unlock();
+  std::error_code ec;
+  l.lock_and_get_token(ec);
+  EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
+  EXPECT_EQ(raw()({"EXISTS", "fair:wd"}).integer, 0);
+}
+
+}  // namespace
+}  // namespace redlease::test
