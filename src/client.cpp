@@ -133,6 +133,16 @@ redlease::fair_lock client::fair_lock(std::string name) {
   return redlease::fair_lock(impl_, std::move(name));
 }
 
+redlease::read_lock client::read_lock(std::string name) {
+  if (name.empty()) throw error(errc::invalid_argument, "client::read_lock: empty lock name");
+  return redlease::read_lock(impl_, std::move(name));
+}
+
+redlease::write_lock client::write_lock(std::string name) {
+  if (name.empty()) throw error(errc::invalid_argument, "client::write_lock: empty lock name");
+  return redlease::write_lock(impl_, std::move(name));
+}
+
 redlease::mutex client::mutex(std::string name) {
   if (name.empty()) throw error(errc::invalid_argument, "client::mutex: empty lock name");
   return redlease::mutex(impl_, std::move(name));

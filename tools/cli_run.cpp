@@ -54,7 +54,7 @@ struct run_options {
   std::string name;
   std::vector<std::string> command;
   std::string wait, lease, watchdog = "30s", kill_after = "10s";
-  bool mutex = false, fair = false, quiet = false, verbose = false, json = false;
+  bool mutex = false, fair = false, read = false, write = false, quiet = false, verbose = false, json = false;
 };
 
 // ---- output ----------------------------------------------------------------------------------
@@ -274,9 +274,11 @@ int run(const run_options& o) {
     client c{cfg};
     c.ping();
 
-    detail::lock_handle lock = o.mutex  ? detail::lock_handle(c.mutex(o.name))
-                               : o.fair ? detail::lock_handle(c.fair_lock(o.name))
-                                        : detail::lock_handle(c.lock(o.name));
+    detail::lock_handle lock = o.mutex   ? detail::lock_handle(c.mutex(o.name))
+                               : o.fair  ? detail::lock_handle(c.fair_lock(o.name))
+                               : o.read  ? detail::lock_handle(c.read_lock(o.name))
+                               : o.write ? detail::lock_handle(c.write_lock(o.name))
+                                         : detail::lock_handle(c.lock(o.name));
     lock.on_lost([state](const lost_info& info) {
       state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
       state->notify();
@@ -318,8 +320,8 @@ int run(const run_options& o) {
     // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
     // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
     const auto t0 = steady::now();
-    if (o.fair) {
-      acquire_plain();  // the fair lock hands out no fencing token yet
+    if (o.fair || o.read || o.write) {
+      acquire_plain();  // these kinds hand out no fencing token yet
     } else if (!wait) {
       if (lease) lock.async_lock_and_get_token(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
       else lock.async_lock_and_get_token(owner, asio::bind_cancellation_slot(cancel.slot(), done));
@@ -373,7 +375,7 @@ int run(const run_options& o) {
         break;
     }
     rep(reporter::verbose_only, "acquired")
-        .str("kind", o.mutex ? "mutex" : o.fair ? "fair" : "reentrant")
+        .str("kind", o.mutex ? "mutex" : o.fair ? "fair" : o.read ? "read" : o.write ? "write" : "reentrant")
         .num("wait_ms", waited)
         .say("acquired lock " + rep.quoted() + " after " + std::to_string(waited) + " ms");
 
@@ -554,10 +556,19 @@ void setup_run(CLI::App& app, action_t& action) {
                   "After a lost lock, time between SIGTERM and SIGKILL (default 10s)")
       ->check(duration_validator());
   auto* mutex_flag = cmd->add_flag("--mutex", o->mutex, "Use the non-reentrant SET NX mutex instead of Redisson's hash lock");
-  cmd->add_flag("--fair", o->fair,
-                "Use Redisson's fair lock: waiters (redlease and Redisson alike) get it in the order they queued "
-                "(no fencing token yet)")
-      ->excludes(mutex_flag);
+  auto* fair_flag = cmd->add_flag("--fair", o->fair,
+                                  "Use Redisson's fair lock: waiters (redlease and Redisson alike) get it in the order "
+                                  "they queued (no fencing token yet)")
+                        ->excludes(mutex_flag);
+  auto* read_flag = cmd->add_flag("--read", o->read,
+                                  "Take the read side of Redisson's read-write lock NAME: shared with other readers "
+                                  "(no fencing token yet)")
+                        ->excludes(mutex_flag)
+                        ->excludes(fair_flag);
+  cmd->add_flag("--write", o->write, "Take the write side of Redisson's read-write lock NAME (no fencing token yet)")
+      ->excludes(mutex_flag)
+      ->excludes(fair_flag)
+      ->excludes(read_flag);
   auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);

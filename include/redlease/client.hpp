@@ -122,6 +122,12 @@ class client {
   /// A fair (FIFO) lock on `name`, Redisson's `RedissonFairLock` layout (a cheap handle; no I/O).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::fair_lock fair_lock(std::string name);
+  /// The read side of the read-write lock `name`, Redisson's `RedissonReadWriteLock` layout (a
+  /// cheap handle; no I/O). @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::read_lock read_lock(std::string name);
+  /// The write side of the read-write lock `name` (see `read_lock`).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::write_lock write_lock(std::string name);
   /// Stock split over `segments` keys `<name>:0` .. (flash sales; see `segmented_stock`).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0.
   segmented_stock stock(std::string name, std::size_t segments);

@@ -96,6 +96,8 @@ enum class lock_kind : std::uint8_t {
   reentrant,  ///< Redisson's hash: field `<uuid>:<owner>` → hold count
   mutex,      ///< a string key holding a random token
   fair,       ///< Redisson's fair lock: the reentrant hash plus a FIFO queue of waiters
+  read,       ///< the read side of Redisson's read-write lock
+  write,      ///< the write side of Redisson's read-write lock
 };
 
 namespace detail {
@@ -474,6 +476,30 @@ class fair_lock : public detail::lock_handle {
   /// Made by `client::fair_lock(name)`.
   fair_lock(std::shared_ptr<detail::client_impl> c, std::string name)
       : lock_handle(std::move(c), std::move(name), lock_kind::fair) {}
+};
+
+/// The read side of a read-write lock with Redisson's `RedissonReadWriteLock` layout: one hash
+/// `name` with `mode` ("read"/"write"), a field per reading owner and `<owner>:write` for the
+/// writer, plus a `{name}:<owner>:rwlock_timeout:<n>` key per read acquisition; wake-ups on
+/// `redisson_rwlock:{name}`. Any number of owners read at once; a writer excludes them. An owner
+/// that holds the write lock may also read (a downgrade); an owner that holds only reads and asks
+/// for the write lock gets `errc::would_deadlock` at once (Redisson waits for ever). The watchdog
+/// renews the reader timeout keys too. Fencing tokens are not available on this kind yet.
+///
+/// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
+class read_lock : public detail::lock_handle {
+ public:
+  /// Made by `client::read_lock(name)`.
+  read_lock(std::shared_ptr<detail::client_impl> c, std::string name)
+      : lock_handle(std::move(c), std::move(name), lock_kind::read) {}
+};
+
+/// The write side of the read-write lock `name` (see `read_lock`).
+class write_lock : public detail::lock_handle {
+ public:
+  /// Made by `client::write_lock(name)`.
+  write_lock(std::shared_ptr<detail::client_impl> c, std::string name)
+      : lock_handle(std::move(c), std::move(name), lock_kind::write) {}
 };
 
 }  // namespace redlease

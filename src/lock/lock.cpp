@@ -102,9 +102,9 @@ void lock_handle::async_fenced_impl(owner_id owner, std::optional<ms> wait, std:
     auto* locks = &c->locks();
     // The hold (with its token) is in the table before this completion runs.
     locks->acquire(name, kind, owner, wait, lease, std::move(slot), ws,
-                   [locks, name, owner, wait, h = std::move(h)](std::error_code ec, bool got) mutable {
+                   [locks, name, owner, kind, wait, h = std::move(h)](std::error_code ec, bool got) mutable {
                      if (!ec && !got && !wait) ec = errc::operation_aborted;
-                     h(ec, !ec && got ? locks->view(name, owner, false).fence : 0);
+                     h(ec, !ec && got ? locks->view(name, owner, kind, false).fence : 0);
                    },
                    std::move(cancel), true);
   });
@@ -345,22 +345,23 @@ std::chrono::milliseconds lock_handle::remaining_ttl() {
 
 namespace {
 // Read directly, on any thread (the I/O thread included, e.g. inside a completion handler).
-lock_service::local_view view_of(client_impl& c, const std::string& name, owner_id owner, bool want_token = false) {
+lock_service::local_view view_of(client_impl& c, const std::string& name, lock_kind kind, owner_id owner,
+                                 bool want_token = false) {
   if (c.closed()) return {};
-  return c.locks().view(name, owner, want_token);
+  return c.locks().view(name, owner, kind, want_token);
 }
 }  // namespace
 
-bool lock_handle::valid(owner_id owner) const { return view_of(*client_, name_, owner).valid; }
-std::uint64_t lock_handle::token(owner_id owner) const { return view_of(*client_, name_, owner).fence; }
+bool lock_handle::valid(owner_id owner) const { return view_of(*client_, name_, kind_, owner).valid; }
+std::uint64_t lock_handle::token(owner_id owner) const { return view_of(*client_, name_, kind_, owner).fence; }
 std::uint64_t lock_handle::token() const { return token(this_thread_owner()); }
 bool lock_handle::valid() const { return valid(this_thread_owner()); }
 std::chrono::steady_clock::time_point lock_handle::valid_until(owner_id owner) const {
-  return view_of(*client_, name_, owner).valid_until;
+  return view_of(*client_, name_, kind_, owner).valid_until;
 }
 std::chrono::steady_clock::time_point lock_handle::valid_until() const { return valid_until(this_thread_owner()); }
 std::stop_token lock_handle::lost_token(owner_id owner) const {
-  return view_of(*client_, name_, owner, true).token;
+  return view_of(*client_, name_, kind_, owner, true).token;
 }
 std::stop_token lock_handle::lost_token() const { return lost_token(this_thread_owner()); }
 

@@ -6,6 +6,7 @@
 #include <openssl/evp.h>
 
 #include <algorithm>
+#include <map>
 #include <charconv>
 #include <random>
 
@@ -150,19 +151,20 @@ struct lock_service::channel_entry final : subscriber::listener {
 };
 
 std::size_t lock_service::hold_hash::operator()(const key& k) const noexcept {
-  return std::hash<std::string_view>{}(k.name) ^ (std::hash<owner_id>{}(k.owner) * 0x9e3779b97f4a7c15ULL);
+  return std::hash<std::string_view>{}(k.name) ^
+         ((std::hash<owner_id>{}(k.owner) + static_cast<std::size_t>(k.kind)) * 0x9e3779b97f4a7c15ULL);
 }
 std::size_t lock_service::hold_hash::operator()(const std::shared_ptr<hold>& h) const noexcept {
-  return (*this)(key{h->name, h->owner});
+  return (*this)(key{h->name, h->owner, h->kind});
 }
 bool lock_service::hold_eq::operator()(const key& a, const std::shared_ptr<hold>& b) const noexcept {
-  return a.name == b->name && a.owner == b->owner;
+  return a.name == b->name && a.owner == b->owner && a.kind == b->kind;
 }
 bool lock_service::hold_eq::operator()(const std::shared_ptr<hold>& a, const key& b) const noexcept {
-  return b.name == a->name && b.owner == a->owner;
+  return b.name == a->name && b.owner == a->owner && b.kind == a->kind;
 }
 bool lock_service::hold_eq::operator()(const std::shared_ptr<hold>& a, const std::shared_ptr<hold>& b) const noexcept {
-  return a->name == b->name && a->owner == b->owner;
+  return a->name == b->name && a->owner == b->owner && a->kind == b->kind;
 }
 
 lock_service::lock_service(client_impl& c)
@@ -201,15 +203,15 @@ std::string_view lock_service::scratch_field(owner_id owner) {
   return field_scratch_;
 }
 
-lock_service::hold* lock_service::find(std::string_view name, owner_id owner) const {
-  auto it = holds_.find(key{name, owner});
+lock_service::hold* lock_service::find(std::string_view name, owner_id owner, lock_kind kind) const {
+  auto it = holds_.find(key{name, owner, kind});
   return it == holds_.end() ? nullptr : it->get();
 }
 
-lock_service::local_view lock_service::view(std::string_view name, owner_id owner, bool want_token) {
+lock_service::local_view lock_service::view(std::string_view name, owner_id owner, lock_kind kind, bool want_token) {
   local_view v;
   std::lock_guard<std::mutex> g(view_mu_);
-  if (auto* h = find(name, owner)) {
+  if (auto* h = find(name, owner, kind)) {
     v.held = true;
     v.valid = !h->lost && clock::now() < h->valid_until;
     v.valid_until = h->valid_until;
@@ -251,6 +253,7 @@ void lock_service::attempt(const std::string& name, lock_kind kind, owner_id own
     if (ec) return h(ec, std::nullopt, 0, sent);
     if (res.what == acquire_result::kind::granted) return h({}, std::nullopt, res.token, sent);
     if (res.what == acquire_result::kind::busy) return h({}, res.pttl, 0, sent);
+    if (res.what == acquire_result::kind::would_deadlock) return h(errc::would_deadlock, std::nullopt, 0, sent);
     h(errc::bad_reply, std::nullopt, 0, sent);
   });
 }
@@ -267,7 +270,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
     if (then) then();
   };
   const auto& proto = protocol_of(kind);
-  hold* h = find(name, owner);
+  hold* h = find(name, owner, kind);
   release_request u;
   u.name = name;
   u.field = scratch_field(owner);
@@ -307,7 +310,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
   if (fenced && !protocol_of(kind).fencing()) return h(errc::invalid_argument, false);
-  if (auto* held = find(name, owner)) {
+  if (auto* held = find(name, owner, kind)) {
     // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
     // mutex again) must not silently start a new hold in the middle of a critical section that is
     // already broken: the owner hears lock_lost, and unlocks to start afresh.
@@ -358,7 +361,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
 void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                                const std::string& id, std::uint64_t fence, clock::time_point sent,
                                const std::shared_ptr<lost_slot>& slot) {
-  auto it = holds_.find(key{name, owner});
+  auto it = holds_.find(key{name, owner, kind});
   std::shared_ptr<hold> h;
   bool fresh = false;
   if (it != holds_.end() && !(*it)->lost) {
@@ -413,7 +416,7 @@ void lock_service::erase(hold* h) {
   --c_.held_locks;
   std::shared_ptr<hold> keep;  // the hold dies outside the lock (and after it, when the caller is done)
   std::lock_guard<std::mutex> g(view_mu_);
-  if (auto it = holds_.find(key{h->name, h->owner}); it != holds_.end()) {
+  if (auto it = holds_.find(key{h->name, h->owner, h->kind}); it != holds_.end()) {
     keep = *it;
     holds_.erase(it);
   }
@@ -444,7 +447,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
   // a fixed-lease lock that is never unlocked is a common pattern.
   auto now = clock::now();
-  auto self = holds_.find(key{h.name, h.owner});
+  auto self = holds_.find(key{h.name, h.owner, h.kind});
   if (self != holds_.end()) lost_.emplace_back(now, *self);
   while (!lost_.empty() && now - lost_.front().first > std::chrono::minutes(5)) {
     if (auto old = lost_.front().second.lock(); old && old->lost) erase(old.get());
@@ -759,7 +762,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   if (name.empty()) return done(errc::invalid_argument);
   const auto& proto = protocol_of(kind);
   std::shared_ptr<hold> h;
-  if (auto it = holds_.find(key{name, owner}); it != holds_.end()) h = *it;
+  if (auto it = holds_.find(key{name, owner, kind}); it != holds_.end()) h = *it;
   // Without the hold's token there is nothing this owner could release.
   if (!h && proto.release_needs_hold()) return done(errc::not_owner);
   long long expected = h ? static_cast<long long>(h->levels.size()) : 0;
@@ -879,7 +882,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
   if (closed_) return done(errc::client_closed, 0);
   if (name.empty()) return done(errc::invalid_argument, 0);
   const auto& proto = protocol_of(kind);
-  hold* h = find(name, owner);
+  hold* h = find(name, owner, kind);
   std::string token = h ? h->token : std::string{};
   std::string cmd;
   proto.encode_hold_count(cmd, name, scratch_field(owner));
@@ -921,13 +924,18 @@ void lock_service::on_watchdog_timer() {
 void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const renew_context& ctx) {
   // One script call touches keys of one batch id only (a cluster: one slot); in a deployment with
   // one master they all share id 0 and this is one pass.
+  // Each kind's renew script takes its own holds (renew.lua, rw_renew.lua).
   auto& topo = c_.topo();
-  std::uint64_t first = all.empty() ? 0 : topo.batch_id(all.front()->name);
+  auto group_of = [&topo](const hold& h) {
+    return std::make_pair(topo.batch_id(h.name), &protocol_of(h.kind).renew_script());
+  };
+  auto first = all.empty() ? std::make_pair(std::uint64_t{0}, static_cast<const lua_script*>(nullptr))
+                           : group_of(*all.front());
   bool mixed = false;
-  for (auto& h : all) mixed = mixed || topo.batch_id(h->name) != first;
+  for (auto& h : all) mixed = mixed || group_of(*h) != first;
   if (mixed) {
-    std::unordered_map<std::uint64_t, std::vector<std::shared_ptr<hold>>> groups;
-    for (auto& h : all) groups[topo.batch_id(h->name)].push_back(std::move(h));
+    std::map<std::pair<std::uint64_t, const lua_script*>, std::vector<std::shared_ptr<hold>>> groups;
+    for (auto& h : all) groups[group_of(*h)].push_back(std::move(h));
     for (auto& [id, group] : groups) send_renewals(std::move(group), ctx);
     return;
   }
@@ -963,8 +971,9 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
     }
     auto sent = clock::now();
     ++c_.renew_calls;
+    const auto& script = protocol_of(batch.front()->kind).renew_script();
     c_.route(batch.front()->name)
-        .exec_script_acked(lua::renew, std::move(a),
+        .exec_script_acked(script, std::move(a),
                            [this, batch = std::move(batch), sent, ctx](std::error_code ec, reply r) {
                              // The renewal ran on the master, which is what holds the lock; a replica
                              // that lags (a resync after a failover) gets the TTL with the next one.

@@ -78,7 +78,7 @@ class lock_service {
   };
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
-  local_view view(std::string_view name, owner_id owner, bool want_token);
+  local_view view(std::string_view name, owner_id owner, lock_kind kind, bool want_token);
 
   void on_command_connection_up();
   /// The master changed (topology_events::on_failover): checks every hold on the new one at once.
@@ -92,6 +92,7 @@ class lock_service {
   struct key {
     std::string_view name;
     owner_id owner;
+    lock_kind kind;  // one owner may hold both sides of a read-write lock
     bool operator==(const key&) const = default;
   };
   // The holds are a set of shared pointers looked up by (name, owner): one pointer per node.
@@ -123,7 +124,7 @@ class lock_service {
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);
-  hold* find(std::string_view name, owner_id owner) const;
+  hold* find(std::string_view name, owner_id owner, lock_kind kind) const;
   void erase(hold* h);
   void mark_lost(hold& h, lost_reason why);
   void reschedule(hold& h);

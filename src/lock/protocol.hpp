@@ -30,7 +30,8 @@ struct acquire_request {
 
 /// What an acquisition attempt's reply says.
 struct acquire_result {
-  enum class kind { granted, busy, bad } what = kind::bad;
+  // would_deadlock: the owner's own hold stands in the way (a read-write upgrade): refused at once.
+  enum class kind { granted, busy, would_deadlock, bad } what = kind::bad;
   std::optional<long long> pttl;  // busy: the holder's remaining lease (-1: no expiry; empty: unknown)
   std::uint64_t token = 0;        // granted and fenced: the fencing token
 };
@@ -93,7 +94,10 @@ class lock_protocol {
   virtual const lua_script& undo_script() const = 0;
   virtual void encode_undo(arg_list& a, const release_request& r) const = 0;
 
-  /// The watchdog's renew.lua letter for this kind's key ("h": a hash field, "s": a string token).
+  /// The watchdog's script for this kind (renew.lua, or rw_renew.lua for read-write holds; both take
+  /// a lease, one letter per key and one id per key), and this kind's letter in it ("h": a hash
+  /// field, "s": a string token, "r"/"w": a read or write hold). Holds of one script share a call.
+  virtual const lua_script& renew_script() const = 0;
   virtual char renew_letter() const = 0;
 
   /// The command that reads how many holds an owner has, and its reply (`token`: the hold's).

@@ -106,6 +106,7 @@ class reentrant_protocol final : public lock_protocol {
     encode_release(a, u);
   }
 
+  const lua_script& renew_script() const override { return lua::renew; }
   char renew_letter() const override { return 'h'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
     encode_command(out, {"HGET", name, field});
@@ -157,6 +158,7 @@ class mutex_protocol final : public lock_protocol {
   const lua_script& undo_script() const override { return lua::mutex_release; }
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, r); }
 
+  const lua_script& renew_script() const override { return lua::renew; }
   char renew_letter() const override { return 's'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view) const override {
     encode_command(out, {"GET", name});
@@ -226,6 +228,7 @@ class fair_protocol final : public lock_protocol {
     a.add(r.field).add(allowance_of(r)).add(channel(r.name)).add("publish");
   }
 
+  const lua_script& renew_script() const override { return lua::renew; }
   char renew_letter() const override { return 'h'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
     encode_command(out, {"HGET", name, field});
@@ -239,14 +242,93 @@ class fair_protocol final : public lock_protocol {
   }
 };
 
+// Redisson's read-write lock: one hash for both sides (`mode`, reader fields, the writer field
+// `<owner>:write`), per-acquisition reader timeout keys, one channel `redisson_rwlock:{name}` on
+// which "0" wakes one waiter and "1" (a write release) wakes them all.
+class rw_protocol : public lock_protocol {
+ public:
+  std::string channel(std::string_view name) const override { return tagged("redisson_rwlock", name); }
+  bool reentrant() const override { return true; }
+  bool per_attempt_id() const override { return false; }
+  bool keyspace_wake() const override { return false; }
+  bool release_needs_hold() const override { return false; }
+  bool fencing() const override { return false; }
+  lost_reason not_held_reason() const override { return lost_reason::deleted; }
+
+  void encode_acquire(arg_list& a, const acquire_request& r) const override {
+    a.add(1LL).add(r.name).add(r.lease.count()).add(r.field);
+  }
+  acquire_result decode_acquire(const reply& r) const override {
+    if (r.type == reply::kind::status && r.str == "WOULD_DEADLOCK") {
+      acquire_result out;
+      out.what = acquire_result::kind::would_deadlock;
+      return out;
+    }
+    return decode_grant_or_pttl(r);
+  }
+  release_result decode_release(const reply& r) const override {
+    if (r.is_nil()) return release_result::not_held;
+    if (!r.is_integer()) return release_result::bad;
+    return r.integer == 1 ? release_result::freed : release_result::decremented;
+  }
+  void encode_undo(arg_list& a, const release_request& r) const override {
+    release_request u = r;
+    u.retry = true;
+    encode_release(a, u);
+  }
+  const lua_script& renew_script() const override { return lua::rw_renew; }
+  std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
+    if (r.is_nil()) return 0;
+    long long v = 0;
+    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
+    return v;
+  }
+};
+
+class read_protocol final : public rw_protocol {
+ public:
+  const lua_script& acquire_script(bool) const override { return lua::rw_read_acquire; }
+  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_read_release; }
+  void encode_release(arg_list& a, const release_request& r) const override {
+    a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
+    a.add(channel(r.name)).add("publish").add(r.field).add(r.expected).add(r.retry ? "1" : "0").add(r.latch_ttl.count());
+  }
+  const lua_script& undo_script() const override { return lua::rw_read_release; }
+  char renew_letter() const override { return 'r'; }
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+    encode_command(out, {"HGET", name, field});
+  }
+};
+
+class write_protocol final : public rw_protocol {
+ public:
+  const lua_script& acquire_script(bool) const override { return lua::rw_write_acquire; }
+  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_write_release; }
+  void encode_release(arg_list& a, const release_request& r) const override {
+    a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
+    a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);
+    a.add(r.retry ? "1" : "0").add(r.latch_ttl.count());
+  }
+  const lua_script& undo_script() const override { return lua::rw_write_release; }
+  char renew_letter() const override { return 'w'; }
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+    std::string f(field);
+    f += ":write";
+    encode_command(out, {"HGET", name, f});
+  }
+};
+
 }  // namespace
 
 const lock_protocol& protocol_of(lock_kind kind) noexcept {
   static const reentrant_protocol reentrant;
   static const mutex_protocol mutex;
   static const fair_protocol fair;
+  static const read_protocol read;
+  static const write_protocol write;
   // The registry of kinds: indexed by the public enum's value.
-  static const lock_protocol* const table[] = {&reentrant, &mutex, &fair};
+  static const lock_protocol* const table[] = {&reentrant, &mutex, &fair, &read, &write};
   return *table[static_cast<std::size_t>(kind)];
 }
 

@@ -502,6 +502,24 @@ TEST_F(cli_test, command_gets_a_fencing_token_that_grows_run_after_run) {
   EXPECT_GT(std::stoull(read_file(path("m1"))), 0u);
 }
 
+TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
+  client c{cfg()};
+  auto r = c.read_lock("cli:rw");
+  r.lock();
+  // Readers share: a second reader runs at once; a writer does not get in while a reader holds it.
+  auto reader = run({"run", "--read", "--wait", "0", "cli:rw", "--redis", url(), "--", "true"});
+  EXPECT_EQ(reader.status, 0) << reader.err;
+  auto writer = run({"run", "--write", "--wait", "0", "cli:rw", "--redis", url(), "--", "true"});
+  EXPECT_EQ(writer.status, 75) << writer.err;
+  r.unlock();
+  writer = run({"run", "--write", "--wait", "0", "cli:rw", "--redis", url(), "--", "true"});
+  EXPECT_EQ(writer.status, 0) << writer.err;
+  auto fair = run({"run", "--fair", "cli:fair", "--redis", url(), "--", "sh", "-c", "test -z \"$REDLEASE_FENCING_TOKEN\""});
+  EXPECT_EQ(fair.status, 0) << fair.err;
+  auto both = run({"run", "--fair", "--mutex", "cli:x", "--redis", url(), "--", "true"});
+  EXPECT_EQ(both.status, 64);
+}
+
 // ---- status -----------------------------------------------------------------------------------
 
 TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {

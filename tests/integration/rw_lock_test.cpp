@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+// The read-write lock through the library (issue 12 §4): readers share, a writer excludes, a
+// downgrade works and its release wakes readers, an upgrade fails at once, the watchdog renews the
+// readers' timeout keys, and redlease and a Redisson-behaviour peer exclude and wake each other.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "lock_test_support.hpp"
+#include "redisson_peer.hpp"
+
+namespace redlease::test {
+namespace {
+
+class rw_lock_test : public lock_fixture {};
+
+TEST_F(rw_lock_test, readers_share_and_a_writer_excludes) {
+  client a(cfg()), b(cfg());
+  auto ra = a.read_lock("rw:share");
+  auto rb = b.read_lock("rw:share");
+  auto wb = b.write_lock("rw:share");
+  ASSERT_TRUE(ra.try_lock());
+  ASSERT_TRUE(rb.try_lock());
+  EXPECT_EQ(raw()({"HGET", "rw:share", "mode"}).str, "read");
+  std::error_code ec;
+  EXPECT_FALSE(std::async(std::launch::async, [&] { return wb.try_lock(0ms, ec); }).get());
+  EXPECT_FALSE(ec);
+  // The writer waits, and is woken when the last reader leaves.
+  auto w = std::async(std::launch::async, [&] {
+    bool got = wb.try_lock(5000ms);
+    if (got) wb.unlock();
+    return got;
+  });
+  ra.unlock();
+  EXPECT_EQ(w.wait_for(200ms), std::future_status::timeout) << "a reader is still in";
+  auto t0 = steady::now();
+  rb.unlock();
+  EXPECT_TRUE(w.get());
+  EXPECT_LT(ms_since(t0), 1000);
+}
+
+TEST_F(rw_lock_test, a_downgrade_works_and_its_release_lets_readers_in_at_once) {
+  client a(cfg()), b(cfg());
+  auto wa = a.write_lock("rw:down");
+  auto ra = a.read_lock("rw:down");
+  auto rb = b.read_lock("rw:down");
+  wa.lock();
+  EXPECT_TRUE(ra.try_lock());  // the writer may read: one owner holds both sides
+  EXPECT_TRUE(wa.valid());
+  EXPECT_TRUE(ra.valid());
+  auto reader = std::async(std::launch::async, [&] {
+    bool got = rb.try_lock(5000ms);
+    if (got) rb.unlock();
+    return got;
+  });
+  EXPECT_EQ(reader.wait_for(200ms), std::future_status::timeout);
+  auto t0 = steady::now();
+  wa.unlock();  // mode flips to read: the waiting reader is woken (Redisson publishes nothing here)
+  EXPECT_TRUE(reader.get());
+  EXPECT_LT(ms_since(t0), 1000);
+  ra.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "rw:down"}).integer, 0);
+}
+
+TEST_F(rw_lock_test, an_upgrade_fails_at_once_with_would_deadlock) {
+  client c(cfg());
+  auto r = c.read_lock("rw:up");
+  auto w = c.write_lock("rw:up");
+  r.lock();
+  std::error_code ec;
+  auto t0 = steady::now();
+  EXPECT_FALSE(w.try_lock(5000ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::would_deadlock));
+  EXPECT_LT(ms_since(t0), 1000) << "Redisson waits until the timeout";
+  r.unlock();
+  EXPECT_TRUE(w.try_lock());
+  w.unlock();
+}
+
+TEST_F(rw_lock_test, the_watchdog_renews_the_readers_timeout_keys) {
+  client c(cfg(1500ms));  // renewed every 500 ms
+  auto r = c.read_lock("rw:wd");
+  r.lock();
+  std::this_thread::sleep_for(2000ms);  // beyond the lease: only renewals keep hash and timeout key
+  EXPECT_TRUE(r.valid());
+  EXPECT_GT(raw()({"PTTL", "rw:wd"}).integer, 0);
+  auto keys = raw()({"KEYS", "{rw:wd}:*rwlock_timeout*"});
+  ASSERT_EQ(keys.elements.size(), 1u);
+  EXPECT_GT(raw()({"PTTL", keys.elements[0].str}).integer, 0);
+  r.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "rw:wd"}).integer, 0);
+}
+
+TEST_F(rw_lock_test, redlease_and_redisson_exclude_and_wake_each_other) {
+  const std::string name = "rw:peer";
+  redisson_peer peer(server().host(), server().port());
+  auto reader = peer.owner(1);
+  ASSERT_TRUE(peer.read_lock(name, reader, 30000, 0));
+  client c(cfg());
+  auto w = c.write_lock(name);
+  auto got = std::async(std::launch::async, [&] {
+    bool ok = w.try_lock(5000ms);
+    if (ok) w.unlock();
+    return ok;
+  });
+  EXPECT_EQ(got.wait_for(200ms), std::future_status::timeout) << "Redisson's reader must exclude our writer";
+  auto t0 = steady::now();
+  peer.read_unlock(name, reader);  // Redisson's release publishes: our writer wakes
+  EXPECT_TRUE(got.get());
+  EXPECT_LT(ms_since(t0), 1000);
+  // Our reader excludes Redisson's writer; our readers and Redisson's share.
+  auto r = c.read_lock(name);
+  r.lock();
+  EXPECT_FALSE(peer.write_lock(name, peer.owner(2), 30000, 0));
+  EXPECT_TRUE(peer.read_lock(name, peer.owner(3), 30000, 0));
+  peer.read_unlock(name, peer.owner(3));
+  r.unlock();
+  EXPECT_TRUE(peer.write_lock(name, peer.owner(2), 30000, 0));
+}
+
+}  // namespace
+}  // namespace redlease::test
