@@ -509,20 +509,27 @@ std::vector<thread_results> run_threads(int threads, double secs, Body body, con
   return res;
 }
 
-template <bool Mutex>
-auto make_lock(client& c, const std::string& name) {
-  if constexpr (Mutex) return c.mutex(name);
+template <lock_kind K>
+auto make_kind(client& c, const std::string& name) {
+  if constexpr (K == lock_kind::mutex) return c.mutex(name);
+  else if constexpr (K == lock_kind::read) return c.read_lock(name);
+  else if constexpr (K == lock_kind::fair) return c.fair_lock(name);
   else return c.lock(name);
 }
 
 template <bool Mutex>
+auto make_lock(client& c, const std::string& name) {
+  return make_kind<Mutex ? lock_kind::mutex : lock_kind::reentrant>(c, name);
+}
+
+template <bool Mutex, lock_kind K = Mutex ? lock_kind::mutex : lock_kind::reentrant>
 row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key) {
   row r;
   r.name = name;
   client c{x.cfg};
   c.ping();
   auto body = [&](int t, std::atomic<bool>& stop, thread_results& out) {
-    auto l = make_lock<Mutex>(c, x.prefix + name + ":" + (one_key ? std::string("k") : std::to_string(t)));
+    auto l = make_kind<K>(c, x.prefix + name + ":" + (one_key ? std::string("k") : std::to_string(t)));
     out.lat.reserve(1 << 18);
     while (!stop.load(std::memory_order_relaxed)) {
       auto t0 = steady::now();
@@ -630,7 +637,7 @@ row async_pairs(bench_ctx& x, const std::string& name, int owners) {
 // ---- B3, B3t: contention on one key ------------------------------------------------------------
 
 row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::microseconds hold,
-              std::chrono::milliseconds pause) {
+              std::chrono::milliseconds pause, bool fair = false) {
   row r;
   r.name = name;
   client c{x.cfg};
@@ -658,7 +665,7 @@ row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::mi
       ts.emplace_back([&, t] {
         auto& me = po[static_cast<std::size_t>(t)];
         me.gaps.reserve(1 << 16);
-        auto l = c.lock(key);
+        auto l = fair ? detail::lock_handle(c.fair_lock(key)) : detail::lock_handle(c.lock(key));
         ready.arrive_and_wait();
         try {
           while (!stop.load(std::memory_order_relaxed)) {
@@ -1050,6 +1057,14 @@ int run_bench(options opt) {
   want("B3t");
   attempt("B3", [&] { return contended(x, "B3", 16, 1000us, 0ms); });
   attempt("B3t", [&] { return contended(x, "B3t", 16, 1000us, 10ms); });
+  // The same hand-off on the fair lock: the lock goes to the head of the queue only.
+  want("B3t-fair");
+  attempt("B3t-fair", [&] { return contended(x, "B3t-fair", 16, 1000us, 10ms, true); });
+  // 16 readers on one read-write lock, each taking and releasing a read hold back to back.
+  want("B2-sync-read16");
+  attempt("B2-sync-read16", [&] {
+    return vs(sync_pairs<false, lock_kind::read>(x, "B2-sync-read16", 16, true), x.pair_ceiling, "pair ceiling");
+  });
 
   std::vector<std::pair<std::string, std::size_t>> b4;
   if (opt.quick) b4 = {{"B4-1k", 1000}, {"B4-10k", 10000}};
