@@ -45,8 +45,10 @@ struct lock_status {
   long long ttl_ms = -2;
   std::vector<holder> holders;
   std::vector<channel_count> channels;
+  std::string mode;                // a read-write lock's mode: read | write
+  std::vector<std::string> queue;  // a fair lock's waiters, head first
   long long waiters() const {
-    long long n = 0;
+    long long n = static_cast<long long>(queue.size());  // a fair lock's waiters listen on channels of their own
     for (auto& c : channels) n += c.subscribers;
     return n;
   }
@@ -58,9 +60,13 @@ lock_status inspect(client& c, const std::string& name) {
   std::string type = c.command({"TYPE", name}).str;
   if (type == "hash") {
     auto all = c.command({"HGETALL", name});
-    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2)
-      s.holders.push_back({all.elements[i].str, all.elements[i + 1].str});
-    if (!s.holders.empty()) s.kind = "reentrant";
+    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
+      // Redisson's read-write lock keeps its mode among the owners' fields.
+      if (all.elements[i].str == "mode") s.mode = all.elements[i + 1].str;
+      else s.holders.push_back({all.elements[i].str, all.elements[i + 1].str});
+    }
+    if (!s.mode.empty()) s.kind = "read-write";
+    else if (!s.holders.empty()) s.kind = "reentrant";
   } else if (type == "string") {
     auto v = c.command({"GET", name});
     if (!v.is_nil()) {
@@ -81,8 +87,15 @@ lock_status inspect(client& c, const std::string& name) {
     auto t = c.command({"PTTL", name});
     s.ttl_ms = t.is_integer() ? t.integer : -2;
   }
+  // A fair lock is a reentrant hash with a queue of waiters beside it.
+  if (s.kind == "reentrant" || s.kind == "none") {
+    auto q = c.command({"LRANGE", channel_of("redisson_lock_queue", name), "0", "-1"});
+    for (auto& e : q.elements) s.queue.push_back(e.str);
+    if (!s.queue.empty() && s.kind == "reentrant") s.kind = "fair";
+  }
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
     s.channels.push_back({channel_of("redisson_lock__channel", name), 0});
+  if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({channel_of("redisson_rwlock", name), 0});
   if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
     s.channels.push_back({channel_of("redlease_mutex__channel", name), 0});
   std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
@@ -96,7 +109,13 @@ lock_status inspect(client& c, const std::string& name) {
 std::string to_json(const lock_status& s) {
   std::string out = "{\"lock\":" + json_string(s.name) + ",\"state\":\"" + s.state + "\",\"kind\":" +
                     json_string(s.kind) + ",\"ttl_ms\":" + std::to_string(s.ttl_ms);
-  if (s.kind == "reentrant") {
+  if (!s.mode.empty()) out += ",\"mode\":" + json_string(s.mode);
+  if (!s.queue.empty()) {
+    out += ",\"queue\":[";
+    for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? "," : "") + json_string(s.queue[i]);
+    out += "]";
+  }
+  if (s.kind == "reentrant" || s.kind == "fair" || s.kind == "read-write") {
     out += ",\"holders\":[";
     for (std::size_t i = 0; i < s.holders.size(); ++i) {
       const auto& h = s.holders[i];
@@ -132,13 +151,19 @@ std::string format_ttl(long long ms) {
 
 std::string holders_text(const lock_status& s) {
   if (s.kind == "mutex") return "token " + printable(s.holders.front().owner, true);
-  if (s.kind != "reentrant") return "-";
   std::string out;
+  if (!s.mode.empty()) out = "mode " + printable(s.mode, true) + ": ";
+  bool first = true;
   for (const auto& h : s.holders) {
-    if (!out.empty()) out += ", ";
+    out += first ? "" : ", ";
+    first = false;
     out += printable(h.owner, true) + " x" + printable(h.count, true);
   }
-  return out;
+  if (!s.queue.empty()) {
+    out += out.empty() ? "queue: " : "; queue: ";
+    for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? ", " : "") + printable(s.queue[i], true);
+  }
+  return out.empty() ? "-" : out;
 }
 
 void print_table(const std::vector<lock_status>& all) {

@@ -522,6 +522,30 @@ TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
 
 // ---- status -----------------------------------------------------------------------------------
 
+TEST_F(cli_test, status_shows_a_fair_locks_queue_and_a_read_write_locks_mode_and_readers) {
+  client c{cfg()};
+  auto f = c.fair_lock("st:fair");
+  f.lock();
+  std::thread waiter([&] {
+    auto w = c.fair_lock("st:fair");
+    if (w.try_lock(3000ms)) w.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return raw()({"LLEN", "redisson_lock_queue:{st:fair}"}).integer == 1; }));
+  auto r = c.read_lock("st:rw");
+  r.lock();
+  auto out = run({"status", "st:fair", "st:rw", "--redis", url(), "--json"});
+  EXPECT_EQ(out.status, 0) << out.err;
+  EXPECT_NE(out.out.find("\"kind\":\"fair\""), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"queue\":[\"" + c.id() + ":"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"kind\":\"read-write\""), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"mode\":\"read\""), std::string::npos) << out.out;
+  auto table = run({"status", "st:rw", "--redis", url()});
+  EXPECT_NE(table.out.find("mode read: "), std::string::npos) << table.out;
+  f.unlock();
+  waiter.join();
+  r.unlock();
+}
+
 TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
   client c{cfg()};
   auto r1 = c.lock("r");
