@@ -64,7 +64,7 @@ void increment(client& c, const std::string& key) {
 // ---- 1. watchdog -------------------------------------------------------------------------------
 
 verdict step_watchdog(const config& base) {
-  say("\n[1/4] Watchdog: a job works 3 s holding a lock whose watchdog timeout is 1 s");
+  say("\n[1/5] Watchdog: a job works 3 s holding a lock whose watchdog timeout is 1 s");
   auto cfg = base;
   cfg.watchdog_timeout = 1000ms;
   client c{cfg};
@@ -100,7 +100,7 @@ verdict step_watchdog(const config& base) {
 
 verdict step_exclusion(const config& base, const std::string& url, const std::string& self) {
   const int threads = 7, iterations = 60;
-  say("\n[2/4] Mutual exclusion: 8 workers (7 threads + 1 child process) increment a non-atomic counter");
+  say("\n[2/5] Mutual exclusion: 8 workers (7 threads + 1 child process) increment a non-atomic counter");
   client c{base};
   c.command({"DEL", "demo:counter"});
   // The child process: this same binary, hidden worker subcommand.
@@ -156,7 +156,7 @@ verdict step_exclusion(const config& base, const std::string& url, const std::st
 // ---- 3. lost lock ------------------------------------------------------------------------------
 
 verdict step_lost(const config& base) {
-  say("\n[3/4] Lost lock: the key is deleted behind the holder's back (as a failover would)");
+  say("\n[3/5] Lost lock: the key is deleted behind the holder's back (as a failover would)");
   auto cfg = base;
   cfg.watchdog_timeout = 1000ms;
   client c{cfg};
@@ -182,7 +182,32 @@ verdict step_lost(const config& base) {
   return v;
 }
 
-// ---- 4. flash sale -----------------------------------------------------------------------------
+// ---- 4. fencing ---------------------------------------------------------------------------------
+
+verdict step_fencing(const config& base) {
+  say("\n[4/5] Fencing: a holder pauses past its lease; its late write is refused by the token check");
+  client a{base};
+  client b{base};
+  auto la = a.mutex("demo:fenced");
+  auto lb = b.mutex("demo:fenced");
+  b.command({"DEL", "demo:storage"});
+  auto ta = la.lock_and_get_token(300ms);  // a fixed lease, nothing renews it
+  bool first = a.fenced_set("demo:storage", ta, "A, before the pause");
+  say("      A holds the lock with token " + std::to_string(ta) + " and writes; then A is paused for longer than its lease");
+  auto tb = lb.try_lock_and_get_token(3s);  // served when A's lease runs out
+  bool b_wrote = tb && b.fenced_set("demo:storage", *tb, "B");
+  say("      B gets the lock with token " + (tb ? std::to_string(*tb) : std::string("-")) + " and writes");
+  bool late = a.fenced_set("demo:storage", ta, "A, after the pause");  // A wakes up and writes
+  auto stored = b.command({"HGET", "demo:storage", "value"}).str;
+  if (tb) lb.unlock();
+  verdict v{"fencing", first && b_wrote && !late && stored == "B", ""};
+  v.figure = std::string("A's late write (token ") + std::to_string(ta) + ") " + (late ? "ACCEPTED" : "refused") +
+             "; the resource keeps \"" + stored + "\" (token " + (tb ? std::to_string(*tb) : std::string("-")) + ")";
+  say(std::string("      ") + (v.pass ? "PASS" : "FAIL") + "  " + v.figure);
+  return v;
+}
+
+// ---- 5. flash sale -----------------------------------------------------------------------------
 
 struct sale_result {
   long long orders = 0;
@@ -248,7 +273,7 @@ sale_result run_sale(const config& base, const std::string& name, std::size_t se
 verdict step_flash_sale(const config& base) {
   const int buyers = 2000;
   const std::size_t n = 16;
-  say("\n[4/4] Flash sale: 1,000,000 units, " + std::to_string(buyers) +
+  say("\n[5/5] Flash sale: 1,000,000 units, " + std::to_string(buyers) +
       " concurrent buyers, segment locks vs one lock vs atomic Lua");
   auto one = run_sale(base, "demo:sale1", 1, false, buyers, 1000ms);
   say("      1 segment,  lock per segment : " + fmt("%8.0f", one.per_s) + " orders/s  (stock adds up: " +
@@ -302,6 +327,7 @@ int run_demo(const std::string& url_opt) {
   vs.push_back(step_watchdog(cfg));
   vs.push_back(step_exclusion(cfg, url, self_path()));
   vs.push_back(step_lost(cfg));
+  vs.push_back(step_fencing(cfg));
   vs.push_back(step_flash_sale(cfg));
   bool all = std::all_of(vs.begin(), vs.end(), [](const verdict& v) { return v.pass; });
   say("\nSummary (" + fmt("%.1f", ms_between(t0, steady::now()) / 1000) + " s)");

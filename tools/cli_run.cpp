@@ -320,9 +320,7 @@ int run(const run_options& o) {
     // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
     // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
     const auto t0 = steady::now();
-    if (o.fair || o.read || o.write) {
-      acquire_plain();  // these kinds hand out no fencing token yet
-    } else if (!wait) {
+    if (!wait) {
       if (lease) lock.async_lock_and_get_token(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
       else lock.async_lock_and_get_token(owner, asio::bind_cancellation_slot(cancel.slot(), done));
     } else {
@@ -558,14 +556,13 @@ void setup_run(CLI::App& app, action_t& action) {
   auto* mutex_flag = cmd->add_flag("--mutex", o->mutex, "Use the non-reentrant SET NX mutex instead of Redisson's hash lock");
   auto* fair_flag = cmd->add_flag("--fair", o->fair,
                                   "Use Redisson's fair lock: waiters (redlease and Redisson alike) get it in the order "
-                                  "they queued (no fencing token yet)")
+                                  "they queued")
                         ->excludes(mutex_flag);
   auto* read_flag = cmd->add_flag("--read", o->read,
-                                  "Take the read side of Redisson's read-write lock NAME: shared with other readers "
-                                  "(no fencing token yet)")
+                                  "Take the read side of Redisson's read-write lock NAME: shared with other readers")
                         ->excludes(mutex_flag)
                         ->excludes(fair_flag);
-  cmd->add_flag("--write", o->write, "Take the write side of Redisson's read-write lock NAME (no fencing token yet)")
+  cmd->add_flag("--write", o->write, "Take the write side of Redisson's read-write lock NAME")
       ->excludes(mutex_flag)
       ->excludes(fair_flag)
       ->excludes(read_flag);

@@ -467,8 +467,8 @@ class mutex : public detail::lock_handle {
 /// order they queued, across redlease and Redisson clients; a waiter that gives up (timeout,
 /// cancellation, error) leaves the queue; dead waiters (past their deadline) are purged by the next
 /// acquisition. docs/lock-kinds.md has the layout and what differs from Redisson (no tight retry on
-/// a zero wait, the right allowance when a wait ends). Fencing tokens are not available on this kind
-/// yet: `*_and_get_token` fails with `errc::invalid_argument` and takes nothing.
+/// a zero wait, the right allowance when a wait ends). Fencing tokens share the reentrant lock's
+/// sequence (`redisson_lock_token:{name}`).
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class fair_lock : public detail::lock_handle {
@@ -484,7 +484,8 @@ class fair_lock : public detail::lock_handle {
 /// `redisson_rwlock:{name}`. Any number of owners read at once; a writer excludes them. An owner
 /// that holds the write lock may also read (a downgrade); an owner that holds only reads and asks
 /// for the write lock gets `errc::would_deadlock` at once (Redisson waits for ever). The watchdog
-/// renews the reader timeout keys too. Fencing tokens are not available on this kind yet.
+/// renews the reader timeout keys too. Fencing tokens (readers and writers of one name draw from one
+/// sequence, `redlease_rwlock_token:{name}`) order writers; readers get one too.
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class read_lock : public detail::lock_handle {

@@ -192,12 +192,14 @@ class fair_protocol final : public lock_protocol {
   bool keyspace_wake() const override { return false; }
   bool release_needs_hold() const override { return false; }
   bool poll_capped() const override { return true; }
-  bool fencing() const override { return false; }
   lost_reason not_held_reason() const override { return lost_reason::deleted; }
 
+  // Fenced: a fourth key, the reentrant lock's token key (one name, one sequence).
   const lua_script& acquire_script(bool) const override { return lua::fair_acquire; }
   void encode_acquire(arg_list& a, const acquire_request& r) const override {
-    a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
+    a.add(r.fenced ? 4LL : 3LL).add(r.name).add(tagged("redisson_lock_queue", r.name));
+    a.add(tagged("redisson_lock_timeout", r.name));
+    if (r.fenced) a.add(tagged("redisson_lock_token", r.name));
     a.add(r.lease.count()).add(r.field).add(allowance_of(r)).add(epoch_ms()).add(r.queue ? "1" : "0");
     a.add(channel(r.name)).add("publish");
   }
@@ -252,11 +254,13 @@ class rw_protocol : public lock_protocol {
   bool per_attempt_id() const override { return false; }
   bool keyspace_wake() const override { return false; }
   bool release_needs_hold() const override { return false; }
-  bool fencing() const override { return false; }
   lost_reason not_held_reason() const override { return lost_reason::deleted; }
 
+  // Fenced: a second key, `redlease_rwlock_token:{name}`, one sequence for readers and writers.
   void encode_acquire(arg_list& a, const acquire_request& r) const override {
-    a.add(1LL).add(r.name).add(r.lease.count()).add(r.field);
+    a.add(r.fenced ? 2LL : 1LL).add(r.name);
+    if (r.fenced) a.add(tagged("redlease_rwlock_token", r.name));
+    a.add(r.lease.count()).add(r.field);
   }
   acquire_result decode_acquire(const reply& r) const override {
     if (r.type == reply::kind::status && r.str == "WOULD_DEADLOCK") {

@@ -23,12 +23,32 @@
 --   timer);
 -- * the wait is never 0 or negative: a queued caller that finds the lock free behind another head
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
+-- Fencing (optional): with KEYS[4] the token key, a grant returns {token} instead of nil: the
+-- token is made as in fenced_acquire.lua (INCR; a missing key starts from the server's clock with a
+-- 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
 end
 local name, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local lease, me, allowance, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local token_key = KEYS[4]
+if token_key then
+  local v = redis.call('get', token_key)
+  if v and not tonumber(v) then
+    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
+  end
+end
+local function granted()
+  if not token_key then return nil end
+  local token = redis.call('incr', token_key)
+  if token == 1 then
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
+  end
+  return {token}
+end
 
 local purged = false
 local head = redis.call('lindex', queue, 0)
@@ -59,12 +79,12 @@ if free and (not head or head == me) then
   end
   redis.call('hset', name, me, 1)
   redis.call('pexpire', name, lease)
-  return nil
+  return granted()
 end
 if redis.call('hexists', name, me) == 1 then
   redis.call('hincrby', name, me, 1)
   redis.call('pexpire', name, lease)
-  return nil
+  return granted()
 end
 if purged and free and head then
   redis.pcall(pub, ARGV[6] .. ':' .. head, '0')

@@ -12,8 +12,28 @@
 -- derived from KEYS[1] in the script, as Redisson does; it is in N's cluster slot by the hash tag.
 -- Unlike Redisson, a hash without "mode" (another kind of lock under this name) is contention, not
 -- taken over.
+-- Fencing (optional): with KEYS[2] the token key, a grant returns {token} instead of nil: the
+-- token is made as in fenced_acquire.lua (INCR; a missing key starts from the server's clock with a
+-- 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
+local token_key = KEYS[2]
+if token_key then
+  local v = redis.call('get', token_key)
+  if v and not tonumber(v) then
+    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
+  end
+end
+local function granted()
+  if not token_key then return nil end
+  local token = redis.call('incr', token_key)
+  if token == 1 then
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
+  end
+  return {token}
+end
 local function timeout_key(i)
   if string.find(name, '{', 1, true) then return name .. ':' .. me .. ':rwlock_timeout:' .. i end
   return '{' .. name .. '}:' .. me .. ':rwlock_timeout:' .. i
@@ -24,13 +44,13 @@ if mode == false then
     redis.call('hset', name, 'mode', 'read', me, 1)
     redis.call('set', timeout_key(1), '1', 'PX', lease)
     redis.call('pexpire', name, lease)
-    return nil
+    return granted()
   end
 elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
   local i = redis.call('hincrby', name, me, 1)
   redis.call('set', timeout_key(i), '1', 'PX', lease)
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
-  return nil
+  return granted()
 end
 local t = redis.call('pttl', name)
 if t == -1 then return -1 end

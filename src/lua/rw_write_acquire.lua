@@ -10,20 +10,40 @@
 -- Unlike Redisson: re-entry sets the TTL to max(PTTL, lease) instead of PTTL + lease (which grows
 -- without bound); an upgrade is refused instead of waiting for ever; a hash without "mode" (another
 -- kind of lock under this name) is contention, not taken over.
+-- Fencing (optional): with KEYS[2] the token key, a grant returns {token} instead of nil: the
+-- token is made as in fenced_acquire.lua (INCR; a missing key starts from the server's clock with a
+-- 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
+local token_key = KEYS[2]
+if token_key then
+  local v = redis.call('get', token_key)
+  if v and not tonumber(v) then
+    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
+  end
+end
+local function granted()
+  if not token_key then return nil end
+  local token = redis.call('incr', token_key)
+  if token == 1 then
+    local t = redis.call('time')
+    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
+  end
+  return {token}
+end
 local writer = me .. ':write'
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
     redis.call('hset', name, 'mode', 'write', writer, 1)
     redis.call('pexpire', name, lease)
-    return nil
+    return granted()
   end
 elseif mode == 'write' and redis.call('hexists', name, writer) == 1 then
   redis.call('hincrby', name, writer, 1)
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
-  return nil
+  return granted()
 elseif mode == 'read' and redis.call('hexists', name, me) == 1 then
   return redis.status_reply('WOULD_DEADLOCK')
 end

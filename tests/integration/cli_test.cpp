@@ -514,7 +514,7 @@ TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
   r.unlock();
   writer = run({"run", "--write", "--wait", "0", "cli:rw", "--redis", url(), "--", "true"});
   EXPECT_EQ(writer.status, 0) << writer.err;
-  auto fair = run({"run", "--fair", "cli:fair", "--redis", url(), "--", "sh", "-c", "test -z \"$REDLEASE_FENCING_TOKEN\""});
+  auto fair = run({"run", "--fair", "cli:fair", "--redis", url(), "--", "sh", "-c", "test -n \"$REDLEASE_FENCING_TOKEN\""});
   EXPECT_EQ(fair.status, 0) << fair.err;
   auto both = run({"run", "--fair", "--mutex", "cli:x", "--redis", url(), "--", "true"});
   EXPECT_EQ(both.status, 64);

@@ -25,7 +25,7 @@ TEST_F(demo_test, demo_passes_every_step_against_the_test_server) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("All steps passed."), std::string::npos) << out;
   EXPECT_EQ(out.find("FAIL"), std::string::npos) << out;
-  for (const char* step : {"[1/4] Watchdog", "[2/4] Mutual exclusion", "[3/4] Lost lock", "[4/4] Flash sale"})
+  for (const char* step : {"[1/5] Watchdog", "[2/5] Mutual exclusion", "[3/5] Lost lock", "[4/5] Fencing", "[5/5] Flash sale"})
     EXPECT_NE(out.find(step), std::string::npos) << step;
 }
 

@@ -104,7 +104,7 @@ TEST_F(fair_lock_test, a_redisson_waiter_is_handed_the_lock_by_our_unlock_on_its
   EXPECT_LT(ms_since(t0), 2000);
 }
 
-TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_fencing_is_refused_cleanly) {
+TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_its_tokens_continue_the_reentrant_sequence) {
   client c(cfg(1500ms));  // renewed every 500 ms
   auto l = c.fair_lock("fair:wd");
   l.lock();
@@ -113,9 +113,14 @@ TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_fencing_is_refused_cl
   EXPECT_GT(raw()({"PTTL", "fair:wd"}).integer, 0);
   EXPECT_EQ(l.hold_count(), 1);
   l.unlock();
-  std::error_code ec;
-  l.lock_and_get_token(ec);
-  EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
+  // Fencing: the fair lock draws from the same sequence as the reentrant lock of the name.
+  auto plain = c.lock("fair:wd");
+  auto t1 = plain.lock_and_get_token();
+  plain.unlock();
+  auto t2 = l.lock_and_get_token();
+  EXPECT_GT(t2, t1);
+  EXPECT_EQ(l.token(), t2);
+  l.unlock();
   EXPECT_EQ(raw()({"EXISTS", "fair:wd"}).integer, 0);
 }
 

@@ -119,5 +119,23 @@ TEST_F(rw_lock_test, redlease_and_redisson_exclude_and_wake_each_other) {
   EXPECT_TRUE(peer.write_lock(name, peer.owner(2), 30000, 0));
 }
 
+TEST_F(rw_lock_test, readers_and_writers_draw_fencing_tokens_from_one_sequence) {
+  client c(cfg());
+  auto w = c.write_lock("rw:fence");
+  auto r = c.read_lock("rw:fence");
+  auto t1 = w.lock_and_get_token();
+  auto t2 = r.lock_and_get_token();  // a downgrade
+  EXPECT_GT(t2, t1);
+  EXPECT_EQ(w.token(), t1);
+  EXPECT_EQ(r.token(), t2);
+  w.unlock();
+  r.unlock();
+  auto t3 = w.try_lock_and_get_token(0ms);
+  ASSERT_TRUE(t3);
+  EXPECT_GT(*t3, t2);
+  w.unlock();
+  EXPECT_GT(raw()({"PTTL", "redlease_rwlock_token:{rw:fence}"}).integer, 0);
+}
+
 }  // namespace
 }  // namespace redlease::test
