@@ -136,6 +136,9 @@ struct lock_service::channel_entry final : subscriber::listener {
   lock_service* svc = nullptr;
   std::string channel;
   bool keyspace = false;
+  bool lingers = false;        // stays subscribed for a while without waiters (see join_channel)
+  bool missed = false;         // a message came while nobody waited on it
+  clock::time_point idle_since{};
   std::list<waiter*> waiters;  // FIFO: a plain unlock wakes the longest waiting
 
   void on_message(std::string_view, std::string_view payload) override {
@@ -173,7 +176,8 @@ lock_service::lock_service(client_impl& c)
       // interval, with two thirds of the lease or more left); once renewed together they stay aligned.
       schedule_(std::max<clock::duration>(c.cfg().watchdog_timeout / 12, std::chrono::milliseconds(1))),
       wd_timer_(c.executor()),
-      interval_(std::max<ms>(c.cfg().watchdog_timeout / 3, ms(1))) {}
+      interval_(std::max<ms>(c.cfg().watchdog_timeout / 3, ms(1))),
+      linger_timer_(c.executor()) {}
 
 lock_service::~lock_service() = default;
 
@@ -490,9 +494,19 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
     e->svc = this;
     e->channel = channel;
     e->keyspace = keyspace;
+    e->lingers = !keyspace && protocol_of(w->kind).linger();
     it = channels_.emplace(channel, std::move(e)).first;
   }
   channel_entry& e = *it->second;
+  // A lingering channel that nobody waited on: a message that came since this waiter's attempt
+  // (it was busy then) was missed, so the waiter tries again at once.
+  bool retry = e.waiters.empty() && e.missed;
+  e.missed = false;
+  if (retry) {
+    asio::post(c_.executor(), [this, w] {
+      if (!closed_) waiter_try(w);
+    });
+  }
   e.waiters.push_back(w.get());
   w->channels.push_back(&e);
   // The first waiter subscribes, and the confirmation wakes the waiters: they try again, closing the
@@ -556,11 +570,41 @@ void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
 void lock_service::leave_channel(waiter& w, channel_entry& e) {
   std::erase(w.channels, &e);
   e.waiters.remove(&w);
-  if (e.waiters.empty()) {
-    std::string ch = e.channel;
-    c_.sub(ch).remove(ch, &e);
-    channels_.erase(ch);
+  if (!e.waiters.empty()) return;
+  if (e.lingers) {
+    e.idle_since = clock::now();
+    e.missed = false;
+    return arm_linger();
   }
+  std::string ch = e.channel;
+  c_.sub(ch).remove(ch, &e);
+  channels_.erase(ch);
+}
+
+// Lingering channels left idle for a few seconds are unsubscribed.
+void lock_service::arm_linger() {
+  if (linger_armed_ || closed_) return;
+  linger_armed_ = true;
+  linger_timer_.expires_after(linger_for);
+  linger_timer_.async_wait([this](std::error_code ec) {
+    linger_armed_ = false;
+    if (ec || closed_) return;
+    auto now = clock::now();
+    bool more = false;
+    for (auto it = channels_.begin(); it != channels_.end();) {
+      auto& e = *it->second;
+      if (e.lingers && e.waiters.empty()) {
+        if (now - e.idle_since >= linger_for) {
+          c_.sub(e.channel).remove(e.channel, &e);
+          it = channels_.erase(it);
+          continue;
+        }
+        more = true;
+      }
+      ++it;
+    }
+    if (more) arm_linger();
+  });
 }
 
 void lock_service::leave_channels(waiter& w) {
@@ -568,6 +612,7 @@ void lock_service::leave_channels(waiter& w) {
 }
 
 void lock_service::wake(channel_entry& ch, bool all) {
+  if (ch.waiters.empty()) ch.missed = true;
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   std::vector<std::shared_ptr<waiter>> targets;
   for (auto* w : ch.waiters) {
@@ -1075,6 +1120,7 @@ void lock_service::close() {
   if (closed_) return;
   closed_ = true;
   wd_timer_.cancel();
+  linger_timer_.cancel();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
   for (auto& h : holds_) schedule_.remove(h.get());

@@ -158,6 +158,8 @@ class lock_service {
   void fall_back_to_backoff(const std::shared_ptr<waiter>& w);
   void poll_instead(waiter& w);
   void leave_channel(waiter& w, channel_entry& e);
+  void arm_linger();
+  static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);
   void wake(channel_entry& ch, bool all);
   void with_keyspace_state(unique_function<void()> then);
@@ -186,6 +188,8 @@ class lock_service {
   // SUBSCRIBE refused, and when: new waiters on them poll for a minute, then try again.
   std::unordered_map<std::string, clock::time_point> refused_channels_;
   std::string field_scratch_;
+  asio::steady_timer linger_timer_;
+  bool linger_armed_ = false;
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

@@ -72,6 +72,9 @@ class lock_protocol {
   /// The channel a waiter of `field` listens on: the kind's channel, or one of its own (a fair lock
   /// hands the lock to the head of its queue only, on that waiter's channel).
   virtual std::string waiter_channel(std::string_view name, std::string_view /*field*/) const { return channel(name); }
+  /// Whether a waiter's channel stays subscribed for a while after its last waiter left (a channel of
+  /// one owner's, which that owner's next wait reuses: no SUBSCRIBE and UNSUBSCRIBE per wait).
+  virtual bool linger() const { return false; }
   /// Whether a waiter re-checks at least every `config::mutex_poll_cap` even without a message
   /// (a holder of another library, or Redisson's give-up and delete, may wake nobody).
   virtual bool poll_capped() const { return false; }

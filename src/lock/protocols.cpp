@@ -192,6 +192,7 @@ class fair_protocol final : public lock_protocol {
   bool keyspace_wake() const override { return false; }
   bool release_needs_hold() const override { return false; }
   bool poll_capped() const override { return true; }
+  bool linger() const override { return true; }
   lost_reason not_held_reason() const override { return lost_reason::deleted; }
 
   // Fenced: a fourth key, the reentrant lock's token key (one name, one sequence).
