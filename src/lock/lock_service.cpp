@@ -233,23 +233,25 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 
 // ---- acquire -----------------------------------------------------------------------------------
 
-void lock_service::attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id,
-                           bool fenced, ms allowance, bool queue, attempt_handler h) {
-  const auto& proto = protocol_of(kind);
+void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) {
+  const auto& proto = protocol_of(w->kind);
+  ms lease = w->lease.value_or(c_.cfg().watchdog_timeout);
   arg_list a;
-  a.buf.reserve(name.size() + id.size() + 96);
-  proto.encode_acquire(a, acquire_request{name, scratch_field(owner), id, lease, fenced, allowance, queue});
+  a.buf.reserve(w->name.size() + w->id.size() + 96);
+  proto.encode_acquire(a, acquire_request{w->name, scratch_field(w->owner), w->id, lease, w->fenced, w->allowance,
+                                          w->queue});
   auto sent = clock::now();
-  c_.route(name).exec_script_acked(proto.acquire_script(fenced), std::move(a),
-                                   [this, &proto, name, kind, owner, id, h = std::move(h), sent](std::error_code ec,
-                                                                                                  reply r) mutable {
+  // The waiter outlives its attempt (it is not retried before this reply): what an undo needs is
+  // read from it, not copied per attempt.
+  c_.route(w->name).exec_script_acked(proto.acquire_script(w->fenced), std::move(a),
+                                      [this, &proto, w, h = std::move(h), sent](std::error_code ec, reply r) mutable {
     auto res = ec && ec != errc::not_replicated ? acquire_result{} : proto.decode_acquire(r);
     if (ec == errc::not_replicated && !closed_) {
       if (res.what != acquire_result::kind::granted) return h({}, res.pttl, 0, sent);
       // A grant the replicas did not confirm would not survive a failover: give it back (in order,
       // before any retry), then report it.
       std::string words = error_text_slot();
-      return undo_acquire(name, kind, owner, id, [h = std::move(h), sent, words = std::move(words)]() mutable {
+      return undo_acquire(w->name, w->kind, w->owner, w->id, [h = std::move(h), sent, words = std::move(words)]() mutable {
         scoped_error_text scope(std::move(words));
         h(errc::not_replicated, std::nullopt, 0, sent);
       });
@@ -337,9 +339,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (protocol_of(kind).per_attempt_id()) w->id = random_token();
   if (cancel) cancel->waiter = w;
   w->trying = true;
-  ms effective = lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, kind, owner, effective, w->id, w->fenced, w->allowance, w->queue,
-          [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
+  attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
@@ -663,9 +663,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   w->timer.cancel();
   // A fresh token per attempt: nothing meant for an earlier attempt can touch this one.
   if (protocol_of(w->kind).per_attempt_id()) w->id = random_token();
-  ms effective = w->lease.value_or(c_.cfg().watchdog_timeout);
-  attempt(w->name, w->kind, w->owner, effective, w->id, w->fenced, w->allowance, w->queue,
-          [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
+  attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
@@ -776,8 +774,7 @@ bool shebang_refused(const reply& r) {
 
 }  // namespace
 
-void lock_service::exec_release(const std::string& name, const lock_protocol& proto, arg_list a, reply_handler h) {
-  auto& n = c_.route(name);
+void lock_service::exec_release(node& n, const lock_protocol& proto, arg_list a, reply_handler h) {
   // A release too few replicas acknowledged did run on the master: it stands (there is nothing to
   // roll back to), and the caller is told it worked.
   reply_handler done = [h = std::move(h)](std::error_code ec, reply r) mutable {
@@ -853,9 +850,9 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   q.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_release(a, q);
-  std::string route_key = name;
+  auto& target = c_.route(name);
   exec_release(
-      route_key, proto, std::move(a),
+      target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
         if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {

@@ -28,6 +28,7 @@ namespace redlease::detail {
 
 class client_impl;
 class lock_protocol;
+class node;
 
 /// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
 /// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
@@ -115,8 +116,7 @@ class lock_service {
   std::string field_of(owner_id owner) const;
   // The owner field in a buffer reused by every call (no allocation): valid until the next call.
   std::string_view scratch_field(owner_id owner);
-  void attempt(const std::string& name, lock_kind kind, owner_id owner, ms lease, const std::string& id, bool fenced,
-               ms allowance, bool queue, attempt_handler h);
+  void attempt(const std::shared_ptr<waiter>& w, attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
@@ -145,7 +145,7 @@ class lock_service {
                     int attempt_no, long long expected, std::string request, void_handler done);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
-  void exec_release(const std::string& name, const lock_protocol& proto, arg_list a, reply_handler h);
+  void exec_release(node& n, const lock_protocol& proto, arg_list a, reply_handler h);
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);

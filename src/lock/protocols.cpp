@@ -64,6 +64,29 @@ acquire_result decode_grant_or_pttl(const reply& r) {
   return out;
 }
 
+// The hash kinds' release reply (release.lua's contract): nil not held, 0 one hold less, 1 freed.
+release_result decode_count_release(const reply& r) {
+  if (r.is_nil()) return release_result::not_held;
+  if (!r.is_integer()) return release_result::bad;
+  return r.integer == 1 ? release_result::freed : release_result::decremented;
+}
+
+// A hold count stored in a hash field (HGET): nil is 0; anything but a number is a bad reply.
+std::optional<long long> decode_count_field(const reply& r) {
+  if (r.is_nil()) return 0;
+  long long v = 0;
+  auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+  if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
+  return v;
+}
+
+// The undo of a hash kind's grant whose reply never came: its release in retry mode, which takes a
+// hold only if the count is the one the lost grant would have made.
+release_request retried(release_request r) {
+  r.retry = true;
+  return r;
+}
+
 class reentrant_protocol final : public lock_protocol {
  public:
   std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
@@ -91,20 +114,12 @@ class reentrant_protocol final : public lock_protocol {
     a.add("0").add(r.remaining_lease.count()).add(r.field).add(r.expected).add(r.retry ? "1" : "0");
     a.add(r.latch_ttl.count());
   }
-  release_result decode_release(const reply& r) const override {
-    if (r.is_nil()) return release_result::not_held;
-    if (!r.is_integer()) return release_result::bad;
-    return r.integer == 1 ? release_result::freed : release_result::decremented;
-  }
+  release_result decode_release(const reply& r) const override { return decode_count_release(r); }
 
   // The release script in retry mode with the count the lost acquire would have produced: it
   // decrements only if the server count is that one, and is a no-op if the acquire never ran.
   const lua_script& undo_script() const override { return lua::release; }
-  void encode_undo(arg_list& a, const release_request& r) const override {
-    release_request u = r;
-    u.retry = true;
-    encode_release(a, u);
-  }
+  void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
 
   const lua_script& renew_script() const override { return lua::renew; }
   char renew_letter() const override { return 'h'; }
@@ -112,11 +127,7 @@ class reentrant_protocol final : public lock_protocol {
     encode_command(out, {"HGET", name, field});
   }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
-    if (r.is_nil()) return 0;
-    long long v = 0;
-    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
-    return v;
+    return decode_count_field(r);
   }
 };
 
@@ -214,17 +225,9 @@ class fair_protocol final : public lock_protocol {
     a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);
     a.add(r.retry ? "1" : "0").add(r.latch_ttl.count()).add(epoch_ms());
   }
-  release_result decode_release(const reply& r) const override {
-    if (r.is_nil()) return release_result::not_held;
-    if (!r.is_integer()) return release_result::bad;
-    return r.integer == 1 ? release_result::freed : release_result::decremented;
-  }
+  release_result decode_release(const reply& r) const override { return decode_count_release(r); }
   const lua_script& undo_script() const override { return lua::fair_release; }
-  void encode_undo(arg_list& a, const release_request& r) const override {
-    release_request u = r;
-    u.retry = true;
-    encode_release(a, u);
-  }
+  void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
   const lua_script* give_up_script() const override { return &lua::fair_cancel; }
   void encode_give_up(arg_list& a, const acquire_request& r) const override {
     a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
@@ -237,11 +240,7 @@ class fair_protocol final : public lock_protocol {
     encode_command(out, {"HGET", name, field});
   }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
-    if (r.is_nil()) return 0;
-    long long v = 0;
-    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
-    return v;
+    return decode_count_field(r);
   }
 };
 
@@ -271,23 +270,11 @@ class rw_protocol : public lock_protocol {
     }
     return decode_grant_or_pttl(r);
   }
-  release_result decode_release(const reply& r) const override {
-    if (r.is_nil()) return release_result::not_held;
-    if (!r.is_integer()) return release_result::bad;
-    return r.integer == 1 ? release_result::freed : release_result::decremented;
-  }
-  void encode_undo(arg_list& a, const release_request& r) const override {
-    release_request u = r;
-    u.retry = true;
-    encode_release(a, u);
-  }
+  release_result decode_release(const reply& r) const override { return decode_count_release(r); }
+  void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
   const lua_script& renew_script() const override { return lua::rw_renew; }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
-    if (r.is_nil()) return 0;
-    long long v = 0;
-    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-    if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) return std::nullopt;
-    return v;
+    return decode_count_field(r);
   }
 };
 
