@@ -329,7 +329,7 @@ struct pair_rows {
 // its first write to its last reply (the window drains between phases: one round trip per 4,096
 // commands). Acquire rate = acquisitions / time in acquire phases, release rate likewise, pair rate
 // = pairs / (both times) = 1 / (1/acquire + 1/release).
-pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex) {
+pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex, bool fenced = false) {
   stream acq, rel;
   const std::string lease = "30000";
   for (std::size_t i = 0; i < ceiling_keys; ++i) {
@@ -338,11 +338,17 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
     if (mutex) {
       char token[40];  // random_token(): 32 hex characters
       std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
-      acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
+      if (fenced)
+        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, "redlease_mutex_token:{" + key + "}", token, lease});
+      else
+        acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
       rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
     } else {
       std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
-      acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
+      if (fenced)
+        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, "redisson_lock_token:{" + key + "}", lease, field});
+      else
+        acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
       // As the library sends it: a latch key per request (read, not written, by a first attempt).
       std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(i) + "0123456789abcdef";
       rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
@@ -361,7 +367,7 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
       auto t1 = steady::now();
       auto tr = bench::pump(rc, rel.payload, rel.offsets, W, C, record ? &lat_r : nullptr);
       auto t2 = steady::now();
-      if (ta.nil != k)
+      if ((fenced ? ta.array : ta.nil) != k)
         throw std::runtime_error("ceiling: acquire script did not acquire: " +
                                  (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
       if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
@@ -378,7 +384,7 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
   auto a = take(x, nullptr);
   auto n = static_cast<double>(run(x.ceiling_s, true));
   auto b = take(x, nullptr);
-  std::string base = std::string("ceiling-") + (mutex ? "mutex-" : "");
+  std::string base = std::string("ceiling-") + (mutex ? "mutex-" : "") + (fenced ? "fenced-" : "");
   std::string sfx = "-d" + std::to_string(depth);
   pair_rows out;
   out.pair.name = base + "pair" + sfx;
@@ -405,7 +411,8 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
 void measure_ceiling(bench_ctx& x) {
   bench::raw_conn rc(x.cfg);
   // The library sends EVALSHA: load the scripts first, and check the hashes match.
-  for (const auto* s : {&lua::acquire, &lua::release, &lua::mutex_acquire, &lua::mutex_release, &lua::renew}) {
+  for (const auto* s : {&lua::acquire, &lua::release, &lua::mutex_acquire, &lua::mutex_release, &lua::renew,
+                        &lua::fenced_acquire, &lua::mutex_fenced_acquire}) {
     auto r = rc.command({"SCRIPT", "LOAD", s->body});
     if (r.str != s->sha1) throw std::runtime_error("SCRIPT LOAD " + std::string(s->name) + ": unexpected " + r.str);
   }
@@ -1037,21 +1044,37 @@ int run_bench(options opt) {
   attempt("B2-sync-mutex", [&] { return vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, "mutex ceiling"); });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
   // Fencing: the same pairs, each grant taking a token; Redis CPU per pair next to the plain case's.
-  auto fenced_vs = [&](row r, const char* plain, double ceiling, const char* what) {
+  // The library's runs batch differently (commands per write), which moves Redis's CPU per command,
+  // so the scripts' own cost is also compared raw: both pairs pipelined 256 deep, back to back.
+  auto fenced_vs = [&](row r, const char* plain, double ceiling, const char* what, bool mutex) {
     r = vs(std::move(r), ceiling, what);
     for (auto& other : x.rows)
       if (other.name == plain && other.redis_us_per_op > 0)
         r.note += "; redis CPU " + fmt("%.2f", r.redis_us_per_op / other.redis_us_per_op) + "x " + plain;
+    if (!opt.no_ceiling) {
+      bench::raw_conn rc(x.cfg);
+      double plain_us = 0, fenced_us = 0;
+      for (int i = 0; i < 2; ++i) {  // interleaved, the best of two each
+        auto p = ceiling_pairs(x, rc, 256, mutex).pair.redis_us_per_op;
+        auto f = ceiling_pairs(x, rc, 256, mutex, true).pair.redis_us_per_op;
+        plain_us = i ? std::min(plain_us, p) : p;
+        fenced_us = i ? std::min(fenced_us, f) : f;
+      }
+      if (plain_us > 0) {
+        r.num("raw_redis_cpu_ratio", fenced_us / plain_us);
+        r.note += "; raw scripts " + fmt("%.2f", fenced_us / plain_us) + "x";
+      }
+    }
     return r;
   };
   for (const char* n : {"B2-async-fenced-reentrant", "B2-async-fenced-mutex"}) want(n);
   attempt("B2-async-fenced-reentrant", [&] {
     return fenced_vs(async_pairs<false, true>(x, "B2-async-fenced-reentrant", 256), "B2-async-reentrant", x.pair_ceiling,
-                     "pair ceiling");
+                     "pair ceiling", false);
   });
   attempt("B2-async-fenced-mutex", [&] {
     return fenced_vs(async_pairs<true, true>(x, "B2-async-fenced-mutex", 256), "B2-async-mutex", x.mutex_pair_ceiling,
-                     "mutex ceiling");
+                     "mutex ceiling", true);
   });
   want("B3");
   want("B3t");

@@ -7,10 +7,15 @@
 -- Returns nil: the owner holds no read; 0: released one hold, the lock is still held (by this owner,
 -- another reader or the writer); 1: released and the lock is free ("0" published on ARGV[1]).
 --
--- Java's rule, which both sides must follow: the hold's own {N}:<owner>:rwlock_timeout:<i> key goes;
--- in read mode the hash's TTL becomes the longest remaining TTL of every reader's timeout keys, and
--- when none is alive (only crashed readers' fields remain) the hash is deleted. The timeout keys are
--- derived from KEYS[1] and the hash's fields, as Redisson does (N's slot, by the hash tag).
+-- Java's rule, which both sides must follow: the hold's own {N}:<owner>:rwlock_timeout:<i> key goes,
+-- and in read mode, when no other reader's timeout key is alive (only crashed readers' fields
+-- remain), the hash is deleted. The timeout keys are derived from KEYS[1] and the hash's fields, as
+-- Redisson does (N's slot, by the hash tag).
+-- Java also scans every reader's keys to cut the hash's TTL down to the longest one left. We stop at
+-- the first live key and only ever lengthen the TTL to it: every acquisition and renewal already
+-- keeps the hash at least as long as its own timeout keys, so the hash never expires under a live
+-- reader; the cost is that after the longest reader leaves and the others crash, a writer may wait
+-- out the rest of the hash's TTL (at most a lease) instead of the longest crashed reader's.
 -- Unlike Redisson: no message and no latch "1" when the lock is gone (nil, not success); under a
 -- write (the owner's own downgraded reads) the writer's TTL is left alone.
 local latched = redis.call('get', KEYS[2])
@@ -30,37 +35,39 @@ local function timeout_key(owner, i)
 end
 
 local result = nil
-local mode = redis.call('hget', name, 'mode')
-local count = false
-if mode ~= false then count = redis.call('hget', name, me) end
-if count ~= false then
+local state = redis.call('hmget', name, 'mode', me)
+local mode, count = state[1], state[2]
+if mode ~= false and count ~= false then
   count = tonumber(count)
   if ARGV[5] == '1' and count == tonumber(ARGV[4]) - 1 then
     result = 0
   else
-    local c = redis.call('hincrby', name, me, -1)
-    if c <= 0 then redis.call('hdel', name, me) end
-    redis.call('del', timeout_key(me, c + 1))
+    if count <= 1 then
+      redis.call('hdel', name, me)
+    else
+      redis.call('hincrby', name, me, -1)
+    end
+    redis.call('del', timeout_key(me, count))
     result = 1
-    if redis.call('hlen', name) > 1 then
-      if mode == 'write' then
-        result = 0
-      else
-        local longest = -3
-        local fields = redis.call('hgetall', name)
-        for i = 1, #fields, 2 do
-          local n = tonumber(fields[i + 1])
-          if n then
-            for j = n, 1, -1 do
-              local t = redis.call('pttl', timeout_key(fields[i], j))
-              if t > longest then longest = t end
+    if mode == 'write' then
+      if redis.call('hlen', name) > 1 then result = 0 end
+    else
+      -- Is any other reader alive? The first live timeout key answers it; with many readers the
+      -- first field looked at usually does, so the release costs the same with 2 readers or 200.
+      local fields = redis.call('hgetall', name)
+      for i = 1, #fields, 2 do
+        local n = tonumber(fields[i + 1])
+        if n then
+          for j = n, 1, -1 do
+            local t = redis.call('pttl', timeout_key(fields[i], j))
+            if t > 0 then
+              if redis.call('pttl', name) < t then redis.call('pexpire', name, t) end
+              result = 0
+              break
             end
           end
         end
-        if longest > 0 then
-          redis.call('pexpire', name, longest)
-          result = 0
-        end
+        if result == 0 then break end
       end
     end
     if result == 1 then
