@@ -653,12 +653,15 @@ row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::mi
   struct per_owner {
     long long acquisitions = 0;
     long long to_other = 0;  // acquisitions whose previous holder was another owner
+    long long overtakes = 0;  // grants while an owner that came more than 1 ms earlier still waited
     double hold_s = 0;
     std::vector<float> gaps;
   };
   std::atomic<long long> last_release_ns{0};
   std::atomic<int> last_owner{-1};
   std::vector<per_owner> po;
+  // When each owner started waiting (steady ns; 0: not waiting), to count FIFO violations.
+  std::vector<std::atomic<long long>> waiting_since(static_cast<std::size_t>(owners));
   std::mutex err_mu;
   std::string error;
   auto run = [&](double secs, snap* a, snap* b) {
@@ -675,9 +678,22 @@ row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::mi
         auto l = fair ? detail::lock_handle(c.fair_lock(key)) : detail::lock_handle(c.lock(key));
         ready.arrive_and_wait();
         try {
+          auto& my_wait = waiting_since[static_cast<std::size_t>(t)];
           while (!stop.load(std::memory_order_relaxed)) {
+            long long since = steady::now().time_since_epoch().count();
+            my_wait.store(since);
             l.lock();
             auto got = steady::now();
+            my_wait.store(0);
+            // Overtaking: another owner had started waiting more than 1 ms (a dozen round trips)
+            // before this one and still waits. Closer arrivals may reach Redis in either order.
+            for (auto& w : waiting_since) {
+              long long other_since = w.load();
+              if (other_since != 0 && other_since + 1'000'000 < since) {
+                ++me.overtakes;
+                break;
+              }
+            }
             long long rel = last_release_ns.load();
             int prev = last_owner.load();
             if (rel != 0) me.gaps.push_back(static_cast<float>((got.time_since_epoch().count() - rel) / 1000.0));
@@ -710,11 +726,12 @@ row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::mi
   snap a, b;
   run(x.case_s, &a, &b);
   double acq = 0, other = 0, hold_s = 0;
-  long long mn = -1, mx = 0;
+  long long mn = -1, mx = 0, overtakes = 0;
   std::vector<float> gaps;
   for (auto& p : po) {
     acq += static_cast<double>(p.acquisitions);
     other += static_cast<double>(p.to_other);
+    overtakes += p.overtakes;
     hold_s += p.hold_s;
     mn = mn < 0 ? p.acquisitions : std::min(mn, p.acquisitions);
     mx = std::max(mx, p.acquisitions);
@@ -735,9 +752,10 @@ row contended(bench_ctx& x, const std::string& name, int owners, std::chrono::mi
   r.num("handoff_to_other_share", other / handoffs);
   r.num("acq_per_owner_min", static_cast<double>(mn));
   r.num("acq_per_owner_max", static_cast<double>(mx));
+  r.num("fifo_violations", static_cast<double>(overtakes));
   r.note = "gap p50 " + fmt("%.1f", r.p50_us / x.floor_rtt_us) + " RT; to other " +
            fmt("%.0f%%", 100 * other / handoffs) + "; per owner " + std::to_string(mn) + ".." + std::to_string(mx) +
-           "; hold " + fmt("%.0f", hold_mean_us) + " us";
+           "; hold " + fmt("%.0f", hold_mean_us) + " us; overtakes " + std::to_string(overtakes);
   if (pause.count() > 0) {
     // The best a hand-off can do: the release goes out (1/2 RT), the server publishes (1/2 RT), the
     // woken waiter's acquire makes one round trip: 2 sequential round trips per hand-off.
