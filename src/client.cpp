@@ -23,6 +23,7 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
     work_.emplace(own_ctx_->get_executor());
     ex_ = own_ctx_->get_executor();
   }
+  board_ = std::make_shared<sync_board>(ex_);
   topo_ = cfg_.sentinel.nodes.empty() ? make_standalone(ex_, cfg_) : make_sentinel(ex_, cfg_);
   locks_ = std::make_unique<lock_service>(*this);
   topo_->set_events({[this] { locks_->on_command_connection_up(); },
@@ -31,6 +32,7 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
 
 client_impl::~client_impl() {
   shutdown();
+  fail_inbox();
   if (thread_.joinable()) thread_.detach();  // destroyed on its own I/O thread: it ends by itself
 }
 
@@ -38,7 +40,8 @@ void client_impl::start() {
   if (own_ctx_) {
     // The thread shares the io_context: if the client's last reference goes on this very thread
     // (the thread then detaches), the context outlives the client until run() returns.
-    thread_ = std::thread([ctx = own_ctx_, cfg = cfg_] {
+    thread_ = std::thread([ctx = own_ctx_, cfg = cfg_, board = board_] {
+      board->adopt_this_thread();
       for (;;) {
         try {
           ctx->run();
@@ -93,7 +96,60 @@ void client_impl::shutdown() noexcept {
   work_.reset();
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever
   // destroys the client joins it. Only a client whose last reference goes on its own thread detaches.
-  if (thread_.joinable() && !on_io_thread()) thread_.join();
+  if (thread_.joinable() && !on_io_thread()) {
+    thread_.join();
+    fail_inbox();  // whatever came in after the executor's last drain
+  }
+}
+
+void client_impl::enqueue(unique_function<void(bool)> fn) {
+  auto* job = new inbox_job{nullptr, std::move(fn)};
+  auto* head = inbox_.load(std::memory_order_relaxed);
+  do {
+    job->next = head;
+  } while (!inbox_.compare_exchange_weak(head, job, std::memory_order_seq_cst, std::memory_order_relaxed));
+  if (head == nullptr) asio::post(ex_, [self = shared_from_this()] { self->drain_inbox(); });
+  // Closed meanwhile: the executor may have run its last drain already, and nobody else would fail
+  // this job. (A close after this check finds the job: shutdown fails the inbox after the join.)
+  if (closed_.load(std::memory_order_seq_cst)) fail_inbox();
+}
+
+namespace {
+// Takes the whole inbox, oldest first.
+template <class Job>
+Job* take_all(std::atomic<Job*>& inbox) {
+  Job* reversed = nullptr;
+  for (Job* j = inbox.exchange(nullptr, std::memory_order_seq_cst); j != nullptr;) {
+    Job* next = j->next;
+    j->next = reversed;
+    reversed = j;
+    j = next;
+  }
+  return reversed;
+}
+}  // namespace
+
+void client_impl::drain_inbox() {
+  for (inbox_job* j = take_all(inbox_); j != nullptr;) {
+    std::unique_ptr<inbox_job> job(j);
+    j = j->next;
+    try {
+      job->fn(closing_);
+    } catch (...) {
+      report_exception(cfg_, "operation start");
+    }
+  }
+}
+
+void client_impl::fail_inbox() noexcept {
+  for (inbox_job* j = take_all(inbox_); j != nullptr;) {
+    std::unique_ptr<inbox_job> job(j);
+    j = j->next;
+    try {
+      job->fn(true);
+    } catch (...) {
+    }
+  }
 }
 
 }  // namespace detail

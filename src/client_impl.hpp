@@ -28,6 +28,12 @@ namespace redlease::detail {
 
 class lock_service;
 
+// The board that a client's blocked callers sleep on, and the executor its batched wakes run on.
+struct sync_board : wake_board {
+  explicit sync_board(asio::any_io_executor e) : ex(std::move(e)) {}
+  asio::any_io_executor ex;
+};
+
 class client_impl : public std::enable_shared_from_this<client_impl> {
  public:
   // With `user_ex` empty the client runs its own io_context on its own thread.
@@ -64,12 +70,13 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       if (closing_) return complete_inline([&] { f(true); });
       return f(false);
     }
-    {
-      std::lock_guard<std::mutex> g(life_mu_);
-      if (!closed_.load(std::memory_order_relaxed)) {
-        asio::post(ex_, [f = std::forward<F>(f)]() mutable { f(false); });
-        return;
-      }
+    if (!closed_.load(std::memory_order_acquire)) {
+      // The inbox runs `f(false)` on the executor, or `f(true)` if the client closes first.
+      enqueue(unique_function<void(bool)>([f = std::forward<F>(f)](bool closed) mutable {
+        if (closed) complete_inline([&] { f(true); });
+        else f(false);
+      }));
+      return;
     }
     complete_inline([&] { f(true); });
   }
@@ -103,6 +110,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<std::uint64_t> watched_locks{0};
   std::atomic<int> sync_waiters{0};  // threads blocked in sync_call
   std::atomic<std::int64_t> sync_rtt_ns{100'000};  // recent round trip of a lone blocking call (smoothed)
+  const std::shared_ptr<sync_board>& board() const noexcept { return board_; }
 
  private:
   config cfg_;
@@ -114,12 +122,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::thread::id thread_id_;
   std::unique_ptr<topology> topo_;
   std::unique_ptr<lock_service> locks_;
+  std::shared_ptr<sync_board> board_;
   std::mutex life_mu_;
   std::atomic<bool> closed_{false};
   bool closing_ = false;  // executor only
   std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only
 
-  // run and post: on the executor, `f` runs inline or is posted; elsewhere it is posted unless closed.
+  // run and post: on the executor, `f` runs inline or is posted; elsewhere it goes to the inbox
+  // unless closed (if the client closes before it runs, it is destroyed unrun).
   template <class F>
   bool submit(F&& f, bool may_run_inline) {
     if (on_io_thread()) {
@@ -128,16 +138,34 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       else asio::post(ex_, std::forward<F>(f));
       return true;
     }
-    std::lock_guard<std::mutex> g(life_mu_);
-    if (closed_.load(std::memory_order_relaxed)) return false;
-    asio::post(ex_, std::forward<F>(f));
+    if (closed_.load(std::memory_order_acquire)) return false;
+    enqueue(unique_function<void(bool)>([f = std::forward<F>(f)](bool closed) mutable {
+      if (!closed) f();
+    }));
     return true;
   }
+
+  // The inbox: work handed to the executor by other threads. A lock-free stack that the executor
+  // takes whole; only the thread that finds it empty posts to the executor, so a burst of blocking
+  // callers costs one post (one wake-up of the I/O thread, one turn of Asio's queue lock) instead of
+  // one each. Order per calling thread is kept (the stack is reversed when taken).
+  struct inbox_job {
+    inbox_job* next = nullptr;
+    unique_function<void(bool)> fn;  // (closed)
+  };
+  std::atomic<inbox_job*> inbox_{nullptr};
+  void enqueue(unique_function<void(bool)> fn);
+  // Runs (or, once closing, fails) every job in the inbox; on the executor.
+  void drain_inbox();
+  // Fails every job in the inbox, on the calling thread: once closed, when the executor may never
+  // run a drain again.
+  void fail_inbox() noexcept;
 };
 
 // The rendezvous of a blocking call with its completion on the I/O thread.
 template <class T>
 struct sync_slot {
+  std::shared_ptr<sync_board> board;
   one_shot event;
   std::error_code ec;
   std::string text;  // the error's words (the server's reply text), for last_error_text()
@@ -161,7 +189,16 @@ class sync_completer {
     s_->ec = ec;
     if (ec) s_->text = error_text_slot();
     s_->value = std::move(v);
-    s_->event.set();  // a system call only if the caller sleeps
+    // A system call only if the caller sleeps. On the I/O thread the wake joins the batch that the
+    // board wakes once the handlers that are ready have run (the rest of this read's replies).
+    if (s_->event.set_quietly()) {
+      auto& b = s_->board;
+      if (!b->on_owner_thread()) {
+        b->wake(s_->event.bit());
+      } else if (b->defer(s_->event.bit())) {
+        asio::post(b->ex, [b] { b->flush(); });
+      }
+    }
     s_.reset();
   }
   std::shared_ptr<sync_slot<T>> s_;
@@ -184,6 +221,7 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
     return T{};
   }
   auto slot = std::make_shared<sync_slot<T>>();
+  slot->board = c.board();
   auto t0 = std::chrono::steady_clock::now();
   bool posted = c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
     start(unique_function<void(std::error_code, T)>(std::move(done)));
@@ -203,7 +241,7 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
       if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
     }
   }
-  slot->event.wait();
+  slot->event.wait(*slot->board);
   c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
   if (alone) {
     // The round trip a lone caller sees, smoothed (1/8 per call), for the next spin budget.

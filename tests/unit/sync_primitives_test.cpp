@@ -63,6 +63,63 @@ TEST(OneShot, ThousandsOfRendezvousLoseNoWake) {
   server.join();
 }
 
+// Board mode, as the I/O thread uses it: an owner thread completes many sleeping callers and wakes
+// them in batches with one wake each; no caller is ever left asleep, and bits shared by more than
+// 32 threads only cost a spurious wake.
+TEST(WakeBoard, BatchedWakesLoseNoCaller) {
+  for (int callers : {4, 40}) {
+    constexpr int rounds = 300;
+    wake_board board;
+    std::vector<std::vector<std::unique_ptr<one_shot>>> ev(static_cast<std::size_t>(callers));
+    for (auto& v : ev)
+      for (int i = 0; i < rounds; ++i) v.push_back(std::make_unique<one_shot>());
+    std::atomic<int> posted{0};  // events whose callers are waiting for them (or about to)
+    std::vector<std::thread> ts;
+    for (int t = 0; t < callers; ++t) {
+      ts.emplace_back([&, t] {
+        for (int i = 0; i < rounds; ++i) {
+          posted.fetch_add(1);
+          ev[static_cast<std::size_t>(t)][static_cast<std::size_t>(i)]->wait(board);
+        }
+      });
+    }
+    std::thread owner([&] {
+      board.adopt_this_thread();
+      ASSERT_TRUE(board.on_owner_thread());
+      std::vector<int> next(static_cast<std::size_t>(callers), 0);
+      int done = 0;
+      while (done < callers * rounds) {
+        // Complete every caller's current event (in a batch), then wake the batch once.
+        for (int t = 0; t < callers; ++t) {
+          auto& i = next[static_cast<std::size_t>(t)];
+          if (i == rounds) continue;
+          auto& e = *ev[static_cast<std::size_t>(t)][static_cast<std::size_t>(i)];
+          if (e.set_quietly()) board.defer(e.bit());
+          ++i;
+          ++done;
+        }
+        board.flush();
+        // Let the callers get to their next event before the next batch (either way it must hold).
+        while (posted.load() < std::min(done + callers, callers * rounds) && posted.load() < callers * rounds)
+          std::this_thread::yield();
+      }
+    });
+    owner.join();
+    for (auto& t : ts) t.join();  // a lost wake would hang here (ctest's timeout)
+    for (auto& v : ev)
+      for (auto& e : v) EXPECT_TRUE(e->ready());
+  }
+}
+
+TEST(WakeBoard, OnlyTheOwnerThreadIsTheOwner) {
+  wake_board a, b;
+  a.adopt_this_thread();
+  EXPECT_TRUE(a.on_owner_thread());
+  EXPECT_FALSE(b.on_owner_thread());
+  std::thread([&] { EXPECT_FALSE(a.on_owner_thread()); }).join();
+  EXPECT_NE(wake_board::my_bit(), 0u);
+}
+
 TEST(CallbackSlot, CallsAndReportsAThrow) {
   callback_slot<int> s;
   int got = 0;
