@@ -325,6 +325,7 @@ void connection::attempt_failed(std::error_code ec, std::string text) {
   // Settle what was written on this attempt (handshake only: user requests are not sent before
   // the handshake completes).
   inflight_.clear();
+  batches_out_ = 0;
   writing_ = false;
   wbuf_.clear();
   woff_ = 0;
@@ -346,6 +347,7 @@ void connection::connection_lost(std::error_code ec) {
   // of everything queued later); the others may or may not have run, so they fail.
   std::deque<inflight> lost;
   lost.swap(inflight_);
+  batches_out_ = 0;
   std::vector<queued> resend;
   std::vector<reply_handler> failed;
   // After a protocol error nothing is resent: the peer may not be Redis at all.
@@ -375,6 +377,7 @@ void connection::reconnect_now(std::error_code why) {
   // Connecting (to the old address, perhaps) or waiting to: start over, resolving afresh. Only
   // handshake commands can be in flight before the connection is up.
   inflight_.clear();
+  batches_out_ = 0;
   attempt_ = 0;
   connect_attempt();
 }
@@ -438,7 +441,7 @@ void connection::send_untracked(std::string payload) {
 }
 
 void connection::flush() {
-  if (state_ != state::up || writing_ || queued_.empty()) return;
+  if (state_ != state::up || writing_ || queued_.empty() || batches_out_ >= max_batches_out) return;
   std::size_t n = queued_.size();
   for (auto& q : queued_) {
     wbuf_.append(q.req.payload);
@@ -449,6 +452,8 @@ void connection::flush() {
     if (e.idempotent) e.payload = std::move(q.req.payload);
     inflight_.push_back(std::move(e));
   }
+  inflight_.back().batch_end = true;
+  ++batches_out_;
   queued_.clear();
   stats_.commands += n;
   start_write();
@@ -525,6 +530,7 @@ void connection::on_reply(reply& r) {
   }
   inflight e = std::move(inflight_.front());
   inflight_.pop_front();
+  if (e.batch_end && --batches_out_ < max_batches_out && !queued_.empty()) schedule_flush();
   if (e.internal) return on_handshake_reply({}, r, e.role);
   if (e.handler) e.handler({}, std::move(r));
 }
@@ -641,6 +647,7 @@ void connection::close() {
   timeout_armed_ = false;
   std::deque<inflight> in;
   in.swap(inflight_);
+  batches_out_ = 0;
   for (auto& e : in)
     if (e.handler) call(e.handler, errc::client_closed, reply{});
   fail_queued(errc::client_closed);

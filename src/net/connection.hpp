@@ -125,6 +125,7 @@ class connection : public std::enable_shared_from_this<connection> {
     bool idempotent = false;
     bool internal = false;  // handshake command: its reply goes to on_handshake_reply
     bool role = false;      // the handshake's ROLE
+    bool batch_end = false;  // the last request of one write (see batches_out_)
   };
   struct queued {
     request req;
@@ -198,6 +199,12 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t woff_ = 0;
   bool writing_ = false;
   bool flush_scheduled_ = false;
+  // Writes whose replies have not all come back. At most two are out (as in the ceiling's pipeline):
+  // what callers ask for meanwhile waits and goes out in one write when the older one is answered,
+  // so the depth of a write follows the load instead of collapsing to a command or two whenever the
+  // I/O thread happens to be quick.
+  static constexpr int max_batches_out = 2;
+  int batches_out_ = 0;
   std::unique_ptr<char[]> rbuf_;
   resp_reader reader_;
   std::minstd_rand jitter_;
