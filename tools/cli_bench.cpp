@@ -140,6 +140,7 @@ struct bench_ctx {
   double floor_rt_per_s = 0, floor_rtt_us = 0;
   double spin_floor_rt_per_s = 0;  // the same with a busy-polling client
   double pair_ceiling = 0, mutex_pair_ceiling = 0;
+  double pair_ceiling_d16 = 0, mutex_pair_ceiling_d16 = 0;  // 16 per write: what 16 blocking callers could reach
   std::vector<row> rows;
   bool table_header = false;
 
@@ -441,6 +442,8 @@ void measure_ceiling(bench_ctx& x) {
   for (auto* p : {&r256s, &m256s})
     for (auto* r : {&p->acquire, &p->release, &p->pair}) r->name += "-spin";
   x.spin_floor_rt_per_s = seq_spin.ops_per_s;
+  x.pair_ceiling_d16 = r16.pair.ops_per_s;
+  x.mutex_pair_ceiling_d16 = m16.pair.ops_per_s;
   x.pair_ceiling = std::max({r16.pair.ops_per_s, r64.pair.ops_per_s, r256.pair.ops_per_s, r256s.pair.ops_per_s});
   x.mutex_pair_ceiling =
       std::max({m16.pair.ops_per_s, m64.pair.ops_per_s, m256.pair.ops_per_s, m256s.pair.ops_per_s});
@@ -1046,7 +1049,8 @@ int run_bench(options opt) {
     r.ratio = r.ops_per_s / r.ceiling;
     if (x.spin_floor_rt_per_s > 0) r.num("ratio_vs_spin_floor", r.ops_per_s / (x.spin_floor_rt_per_s / 2));
     r.note = "vs sequential floor (2 RT per pair); " + fmt("%.2f", r.get("ratio_vs_spin_floor")) +
-             " vs a busy-polling floor";
+             " vs a busy-polling floor; " + fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair; client at " +
+             fmt("%.2f", r.get("client_cpu_pct") / 100) + " cores";
     return r;
   });
   auto vs = [&](row r, double ceiling, const char* what) {
@@ -1057,9 +1061,23 @@ int run_bench(options opt) {
     return r;
   };
   for (const char* n : {"B2-sync-reentrant", "B2-async-reentrant", "B2-sync-mutex", "B2-async-mutex"}) want(n);
-  attempt("B2-sync-reentrant", [&] { return vs(sync_pairs<false>(x, "B2-sync-reentrant", 16, false), x.pair_ceiling, "pair ceiling"); });
+  // What a blocking caller pays, next to the rate: context switches and client CPU per pair, and the
+  // rate against the ceiling at depth 16 (16 blocking callers can have at most 16 commands out).
+  auto sync_vs = [&](row r, double ceiling, double ceiling_d16, const char* what) {
+    r = vs(std::move(r), ceiling, what);
+    if (ceiling_d16 > 0) r.num("ratio_d16", r.ops_per_s / ceiling_d16);
+    r.note += "; " + fmt("%.2f", r.get("ratio_d16")) + " of depth 16; " +
+              fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair";
+    return r;
+  };
+  attempt("B2-sync-reentrant", [&] {
+    return sync_vs(sync_pairs<false>(x, "B2-sync-reentrant", 16, false), x.pair_ceiling, x.pair_ceiling_d16, "pair ceiling");
+  });
   attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
-  attempt("B2-sync-mutex", [&] { return vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, "mutex ceiling"); });
+  attempt("B2-sync-mutex", [&] {
+    return sync_vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
+                   "mutex ceiling");
+  });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
   // Fencing: the same pairs, each grant taking a token; Redis CPU per pair next to the plain case's.
   // The library's runs batch differently (commands per write), which moves Redis's CPU per command,
@@ -1104,7 +1122,13 @@ int run_bench(options opt) {
   // 16 readers on one read-write lock, each taking and releasing a read hold back to back.
   want("B2-sync-read16");
   attempt("B2-sync-read16", [&] {
-    return vs(sync_pairs<false, lock_kind::read>(x, "B2-sync-read16", 16, true), x.pair_ceiling, "pair ceiling");
+    auto r = vs(sync_pairs<false, lock_kind::read>(x, "B2-sync-read16", 16, true), x.pair_ceiling, "pair ceiling");
+    for (auto& other : x.rows)
+      if (other.name == "B2-sync-reentrant" && other.ops_per_s > 0) {
+        r.num("ratio_vs_sync_reentrant", r.ops_per_s / other.ops_per_s);
+        r.note += "; " + fmt("%.2f", r.ops_per_s / other.ops_per_s) + "x B2-sync-reentrant";
+      }
+    return r;
   });
 
   std::vector<std::pair<std::string, std::size_t>> b4;
