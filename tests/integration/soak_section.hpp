@@ -5,13 +5,21 @@
 // Record: S <lock> <holder> <start_ns> <end_ns> <valid_until_ns> <valid 0|1> <unlock result> <depth>
 //           <1 if an unlock failed with request_timeout and was retried, else 0>
 // on CLOCK_MONOTONIC (steady_clock), which every process shares.
+//
+// The fencing soak (fencing_soak_test, soak_worker's "fenced" mode) appends one record per grant
+// and the write its holder then made through the resource's token check (`fenced_write`):
+//   W <lock> <holder> <token> <requested_ns> <acquired_ns> <write_sent_ns> <write_done_ns>
+//     <accepted|refused|err:<code>> <late 0|1>
 #pragma once
 
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -104,5 +112,39 @@ inline std::string record(const std::string& lock, const std::string& holder, co
          std::to_string(ns(s.valid_until)) + " " + (s.valid ? "1" : "0") + " " + result_name(s.unlock) + " " +
          std::to_string(s.depth) + (s.unlock_timed_out ? " 1" : " 0");
 }
+
+/// One grant of the fencing soak and the write its holder made with the grant's token. Times on
+/// CLOCK_MONOTONIC: `requested` before the acquisition was asked for, `acquired` when it returned,
+/// `write_sent` before the write was sent, `write_done` when its reply came. `late`: the holder
+/// worked before writing (a pause could land between grant and write) instead of writing at once.
+struct fenced_write {
+  std::string lock, holder;  // holder: <process tag>.<thread>
+  std::uint64_t token = 0;
+  long long requested = 0, acquired = 0, write_sent = 0, write_done = 0;
+  std::string result;  // accepted, refused, or err:<code>
+  bool late = false;
+
+  std::string process() const { return holder.substr(0, holder.find('.')); }
+
+  /// The log line (without its newline).
+  std::string record() const {
+    return "W " + lock + " " + holder + " " + std::to_string(token) + " " + std::to_string(requested) + " " +
+           std::to_string(acquired) + " " + std::to_string(write_sent) + " " + std::to_string(write_done) + " " +
+           result + (late ? " 1" : " 0");
+  }
+
+  /// The record `line` holds; empty if it is not a whole W record.
+  static std::optional<fenced_write> parse(const std::string& line) {
+    std::istringstream in(line);
+    std::string tag;
+    fenced_write w;
+    int late = 0;
+    in >> tag >> w.lock >> w.holder >> w.token >> w.requested >> w.acquired >> w.write_sent >> w.write_done >>
+        w.result >> late;
+    if (tag != "W" || in.fail()) return std::nullopt;
+    w.late = late != 0;
+    return w;
+  }
+};
 
 }  // namespace redlease::soak
