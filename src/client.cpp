@@ -3,6 +3,8 @@
 
 #include <asio/strand.hpp>
 
+#include <cctype>
+
 #include "background.hpp"
 #include "callback_slot.hpp"
 #include "client_impl.hpp"
@@ -221,6 +223,21 @@ std::string encode(const std::vector<std::string>& args) {
   for (auto& a : args) detail::encode_arg(p, a);
   return p;
 }
+// The key a command is routed by: its first argument, or for a script call (EVAL, EVALSHA, FCALL
+// and their _RO forms: name, script, numkeys, keys...) its first key (none: any node).
+template <class Args>
+std::string routing_key(const Args& args) {
+  auto at = [&](std::size_t i) { return std::string_view(*(args.begin() + static_cast<std::ptrdiff_t>(i))); };
+  if (args.size() < 2) return {};
+  std::string name(at(0));
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (name == "eval" || name == "evalsha" || name == "eval_ro" || name == "evalsha_ro" || name == "fcall" ||
+      name == "fcall_ro") {
+    if (args.size() < 4 || at(2) == "0") return {};
+    return std::string(at(3));
+  }
+  return std::string(at(1));
+}
 std::string describe(const reply& r, const char* what) {
   return r.is_error() ? std::string(what) + ": " + r.str : std::string(what);
 }
@@ -231,7 +248,7 @@ reply client::command(std::initializer_list<std::string_view> args, std::error_c
     ec = errc::invalid_argument;
     return {};
   }
-  std::string key(args.size() > 1 ? *(args.begin() + 1) : std::string_view{});
+  std::string key = routing_key(args);
   return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
     impl->exec(key, std::move(p), std::move(done));
   });
@@ -242,7 +259,7 @@ reply client::command(const std::vector<std::string>& args, std::error_code& ec)
     ec = errc::invalid_argument;
     return {};
   }
-  std::string key = args.size() > 1 ? args[1] : std::string{};
+  std::string key = routing_key(args);
   return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
     impl->exec(key, std::move(p), std::move(done));
   });
@@ -266,7 +283,7 @@ void client::async_command_impl(std::vector<std::string> args,
                                 detail::unique_function<void(std::error_code, reply)> h) {
   if (args.empty()) return h(errc::invalid_argument, reply{});
   auto p = encode(args);
-  std::string key = args.size() > 1 ? std::move(args[1]) : std::string{};
+  std::string key = routing_key(args);
   impl_->run_or_fail([impl = impl_, key = std::move(key), p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, reply{});
     impl->exec(key, std::move(p), std::move(h));

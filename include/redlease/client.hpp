@@ -141,10 +141,6 @@ class client {
   /// The executor that runs the client's I/O.
   asio::any_io_executor get_executor() const noexcept;
 
-  /// Sends one command and waits for its reply. An error reply becomes an error:
-  /// `errc::wrong_type`, `errc::auth_failed`, `errc::server_busy`, ... or `errc::server_error`, with
-  /// the server's text in the exception message.
-  /// @throws redlease::error
   /// Writes `value` to the resource `key` only if `token` is not lower than the highest fencing
   /// token the resource has seen (a hash with fields `token` and `value`, checked and written by one
   /// script): the resource side of fencing. True if written; false if refused, because a holder
@@ -155,6 +151,10 @@ class client {
   /// As above; on failure sets `ec` and returns false.
   bool fenced_set(std::string_view key, std::uint64_t token, std::string_view value, std::error_code& ec);
 
+  /// Sends one command and waits for its reply. An error reply becomes an error:
+  /// `errc::wrong_type`, `errc::auth_failed`, `errc::server_busy`, ... or `errc::server_error`, with
+  /// the server's text in the exception message.
+  /// @throws redlease::error
   reply command(std::initializer_list<std::string_view> args);
   /// As above; on failure sets `ec` (an error reply is also returned, with its text in `str`).
   reply command(std::initializer_list<std::string_view> args, std::error_code& ec);
