@@ -441,7 +441,8 @@ void connection::send_untracked(std::string payload) {
 }
 
 void connection::flush() {
-  if (state_ != state::up || writing_ || queued_.empty() || batches_out_ >= max_batches_out) return;
+  if (state_ != state::up || writing_ || queued_.empty()) return;
+  if (batches_out_ >= max_batches_out && queued_.size() < full_batch) return;
   std::size_t n = queued_.size();
   for (auto& q : queued_) {
     wbuf_.append(q.req.payload);

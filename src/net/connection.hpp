@@ -199,11 +199,14 @@ class connection : public std::enable_shared_from_this<connection> {
   std::size_t woff_ = 0;
   bool writing_ = false;
   bool flush_scheduled_ = false;
-  // Writes whose replies have not all come back. At most two are out (as in the ceiling's pipeline):
-  // what callers ask for meanwhile waits and goes out in one write when the older one is answered,
-  // so the depth of a write follows the load instead of collapsing to a command or two whenever the
-  // I/O thread happens to be quick.
+  // Writes whose replies have not all come back. At most two small ones are out (as in the
+  // ceiling's pipeline): what callers ask for meanwhile waits and goes out in one write when the
+  // older one is answered, so the depth of a write follows the load instead of collapsing to a
+  // command or two whenever the I/O thread happens to be quick.
   static constexpr int max_batches_out = 2;
+  // ... unless this many requests wait: a deep pipeline (hundreds of asynchronous operations) keeps
+  // the server busy with more writes out.
+  static constexpr std::size_t full_batch = 32;
   int batches_out_ = 0;
   std::unique_ptr<char[]> rbuf_;
   resp_reader reader_;
