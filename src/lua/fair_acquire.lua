@@ -74,16 +74,16 @@ if free and (not head or head == me) then
       local old = tonumber(rest[i + 1])
       local d = old - allowance
       if d < floor then d = math.min(old, floor) end
-      redis.call('zadd', deadlines, d, rest[i])
+      redis.call('zadd', deadlines, string.format('%d', d), rest[i])
     end
   end
-  redis.call('hset', name, me, 1)
-  redis.call('pexpire', name, lease)
+  redis.call('hset', name, me, '1')
+  redis.call('pexpire', name, ARGV[1])
   return granted()
 end
 if redis.call('hexists', name, me) == 1 then
   redis.call('hincrby', name, me, 1)
-  redis.call('pexpire', name, lease)
+  redis.call('pexpire', name, ARGV[1])
   return granted()
 end
 if purged and free and head then
@@ -107,7 +107,7 @@ end
 
 local mine = redis.call('zscore', deadlines, me)
 if mine then
-  if tonumber(mine) < now + allowance then redis.call('zadd', deadlines, now + allowance, me) end
+  if tonumber(mine) < now + allowance then redis.call('zadd', deadlines, string.format('%d', now + allowance), me) end
   return bound()
 end
 if ARGV[5] ~= '1' then return bound() end
@@ -118,7 +118,7 @@ if last and last ~= me then
   if s then base = tonumber(s) - now end
 end
 if base == nil then base = redis.call('pttl', name) end
-if redis.call('zadd', deadlines, base + allowance + now, me) == 1 then
+if redis.call('zadd', deadlines, string.format('%d', base + allowance + now), me) == 1 then
   redis.call('rpush', queue, me)
 end
 return bound()

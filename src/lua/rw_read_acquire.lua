@@ -17,6 +17,9 @@
 -- 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
+-- Numbers go to redis.call as strings: Lua turns a number into text with printf("%.14g"), which
+-- was a tenth of the server's time in a read pair.
+local lease_ms = ARGV[1]
 local token_key = KEYS[2]
 if token_key then
   local v = redis.call('get', token_key)
@@ -41,15 +44,15 @@ end
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
-    redis.call('hset', name, 'mode', 'read', me, 1)
-    redis.call('set', timeout_key(1), '1', 'PX', lease)
-    redis.call('pexpire', name, lease)
+    redis.call('hset', name, 'mode', 'read', me, '1')
+    redis.call('set', timeout_key('1'), '1', 'PX', lease_ms)
+    redis.call('pexpire', name, lease_ms)
     return granted()
   end
 elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
   local i = redis.call('hincrby', name, me, 1)
-  redis.call('set', timeout_key(i), '1', 'PX', lease)
-  if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
+  redis.call('set', timeout_key(string.format('%d', i)), '1', 'PX', lease_ms)
+  if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease_ms) end
   return granted()
 end
 local t = redis.call('pttl', name)

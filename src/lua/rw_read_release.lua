@@ -37,6 +37,7 @@ end
 local result = nil
 local state = redis.call('hmget', name, 'mode', me)
 local mode, count = state[1], state[2]
+local count_text = count  -- as stored: the timeout key's suffix, without printf (see rw_read_acquire)
 if mode ~= false and count ~= false then
   count = tonumber(count)
   if ARGV[5] == '1' and count == tonumber(ARGV[4]) - 1 then
@@ -47,21 +48,21 @@ if mode ~= false and count ~= false then
     else
       redis.call('hincrby', name, me, -1)
     end
-    redis.call('del', timeout_key(me, count))
+    redis.call('del', timeout_key(me, count_text))
     result = 1
     if mode == 'write' then
       if redis.call('hlen', name) > 1 then result = 0 end
     else
       -- Is any other reader alive? The first live timeout key answers it; with many readers the
-      -- first field looked at usually does, so the release costs the same with 2 readers or 200.
+      -- first field looked at usually does.
       local fields = redis.call('hgetall', name)
       for i = 1, #fields, 2 do
         local n = tonumber(fields[i + 1])
         if n then
           for j = n, 1, -1 do
-            local t = redis.call('pttl', timeout_key(fields[i], j))
+            local t = redis.call('pttl', timeout_key(fields[i], j == n and fields[i + 1] or string.format('%d', j)))
             if t > 0 then
-              if redis.call('pttl', name) < t then redis.call('pexpire', name, t) end
+              if redis.call('pttl', name) < t then redis.call('pexpire', name, string.format('%d', t)) end
               result = 0
               break
             end

@@ -33,7 +33,7 @@ for i = 1, #KEYS do
         local prefix
         if string.find(key, '{', 1, true) then prefix = key .. ':' else prefix = '{' .. key .. '}:' end
         for j = tonumber(count), 1, -1 do
-          redis.call('pexpire', prefix .. id .. ':rwlock_timeout:' .. j, lease)
+          redis.call('pexpire', prefix .. id .. ':rwlock_timeout:' .. string.format('%d', j), lease)
         end
         if redis.call('pttl', key) < tonumber(lease) then redis.call('pexpire', key, lease) end
       end

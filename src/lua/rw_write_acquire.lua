@@ -36,13 +36,13 @@ local writer = me .. ':write'
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
-    redis.call('hset', name, 'mode', 'write', writer, 1)
-    redis.call('pexpire', name, lease)
+    redis.call('hset', name, 'mode', 'write', writer, '1')
+    redis.call('pexpire', name, ARGV[1])
     return granted()
   end
 elseif mode == 'write' and redis.call('hexists', name, writer) == 1 then
   redis.call('hincrby', name, writer, 1)
-  if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease) end
+  if redis.call('pttl', name) < lease then redis.call('pexpire', name, ARGV[1]) end
   return granted()
 elseif mode == 'read' and redis.call('hexists', name, me) == 1 then
   return redis.status_reply('WOULD_DEADLOCK')

@@ -51,14 +51,14 @@ if count ~= false then
         local n = tonumber(fields[i + 1])
         if n then
           for j = n, 1, -1 do
-            local t = redis.call('pttl', timeout_key(fields[i], j))
+            local t = redis.call('pttl', timeout_key(fields[i], string.format('%d', j)))
             if t > longest then longest = t end
           end
         end
       end
     end
     if longest > 0 then
-      redis.call('pexpire', name, longest)
+      redis.call('pexpire', name, string.format('%d', longest))
     else
       redis.call('del', name)
     end
