@@ -110,7 +110,14 @@ void client_impl::enqueue(unique_function<void(bool)> fn) {
   do {
     job->next = head;
   } while (!inbox_.compare_exchange_weak(head, job, std::memory_order_seq_cst, std::memory_order_relaxed));
-  if (head == nullptr) asio::post(ex_, [self = shared_from_this()] { self->drain_inbox(); });
+  // A weak reference: a drain posted as the client closes may never run, and must not keep the
+  // client (and its io_context, which holds the drain) alive in a cycle. The destructor fails the
+  // inbox.
+  if (head == nullptr) {
+    asio::post(ex_, [w = weak_from_this()] {
+      if (auto self = w.lock()) self->drain_inbox();
+    });
+  }
   // Closed meanwhile: the executor may have run its last drain already, and nobody else would fail
   // this job. (A close after this check finds the job: shutdown fails the inbox after the join.)
   if (closed_.load(std::memory_order_seq_cst)) fail_inbox();
