@@ -33,22 +33,7 @@ end
 local name, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local lease, me, allowance, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local token_key = KEYS[4]
-if token_key then
-  local v = redis.call('get', token_key)
-  if v and not tonumber(v) then
-    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
-  end
-end
-local function granted()
-  if not token_key then return nil end
-  local token = redis.call('incr', token_key)
-  if token == 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
-  end
-  return {token}
-end
+-- #include optional_fencing_token.lua
 
 local purged = false
 local head = redis.call('lindex', queue, 0)

@@ -21,37 +21,19 @@ local lease, me = tonumber(ARGV[1]), ARGV[2]
 -- was a tenth of the server's time in a read pair.
 local lease_ms = ARGV[1]
 local token_key = KEYS[2]
-if token_key then
-  local v = redis.call('get', token_key)
-  if v and not tonumber(v) then
-    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
-  end
-end
-local function granted()
-  if not token_key then return nil end
-  local token = redis.call('incr', token_key)
-  if token == 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
-  end
-  return {token}
-end
-local function timeout_key(i)
-  if string.find(name, '{', 1, true) then return name .. ':' .. me .. ':rwlock_timeout:' .. i end
-  return '{' .. name .. '}:' .. me .. ':rwlock_timeout:' .. i
-end
+-- #include optional_fencing_token.lua
+-- #include rwlock_timeout_key.lua
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
     redis.call('hset', name, 'mode', 'read', me, '1')
-    redis.call('set', timeout_key('1'), '1', 'PX', lease_ms)
+    redis.call('set', timeout_key(me, '1'), '1', 'PX', lease_ms)
     redis.call('pexpire', name, lease_ms)
     return granted()
   end
 elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
   local i = redis.call('hincrby', name, me, 1)
-  redis.call('set', timeout_key(string.format('%d', i)), '1', 'PX', lease_ms)
+  redis.call('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease_ms) end
   return granted()
 end

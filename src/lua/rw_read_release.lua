@@ -28,11 +28,7 @@ if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
 end
 local name, me = KEYS[1], ARGV[3]
-local braced = string.find(name, '{', 1, true) ~= nil
-local function timeout_key(owner, i)
-  if braced then return name .. ':' .. owner .. ':rwlock_timeout:' .. i end
-  return '{' .. name .. '}:' .. owner .. ':rwlock_timeout:' .. i
-end
+-- #include rwlock_timeout_key.lua
 
 local result = nil
 local state = redis.call('hmget', name, 'mode', me)

@@ -16,22 +16,7 @@
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 local token_key = KEYS[2]
-if token_key then
-  local v = redis.call('get', token_key)
-  if v and not tonumber(v) then
-    return redis.error_reply('ERR fencing token key ' .. token_key .. ' does not hold a number')
-  end
-end
-local function granted()
-  if not token_key then return nil end
-  local token = redis.call('incr', token_key)
-  if token == 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', token_key, string.format('%d', token), 'PX', 604800000)
-  end
-  return {token}
-end
+-- #include optional_fencing_token.lua
 local writer = me .. ':write'
 local mode = redis.call('hget', name, 'mode')
 if mode == false then

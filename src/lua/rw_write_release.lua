@@ -23,11 +23,7 @@ if pub ~= 'publish' and pub ~= 'spublish' then
 end
 local name, me = KEYS[1], ARGV[4]
 local writer = me .. ':write'
-local braced = string.find(name, '{', 1, true) ~= nil
-local function timeout_key(owner, i)
-  if braced then return name .. ':' .. owner .. ':rwlock_timeout:' .. i end
-  return '{' .. name .. '}:' .. owner .. ':rwlock_timeout:' .. i
-end
+-- #include rwlock_timeout_key.lua
 
 local result = nil
 local count = false
