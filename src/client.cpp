@@ -104,8 +104,7 @@ void client_impl::shutdown() noexcept {
   }
 }
 
-void client_impl::enqueue(unique_function<void(bool)> fn) {
-  auto* job = new inbox_job{nullptr, std::move(fn)};
+void client_impl::push(inbox_job* job) {
   auto* head = inbox_.load(std::memory_order_relaxed);
   do {
     job->next = head;
@@ -123,40 +122,22 @@ void client_impl::enqueue(unique_function<void(bool)> fn) {
   if (closed_.load(std::memory_order_seq_cst)) fail_inbox();
 }
 
-namespace {
-// Takes the whole inbox, oldest first.
-template <class Job>
-Job* take_all(std::atomic<Job*>& inbox) {
-  Job* reversed = nullptr;
-  for (Job* j = inbox.exchange(nullptr, std::memory_order_seq_cst); j != nullptr;) {
-    Job* next = j->next;
-    j->next = reversed;
-    reversed = j;
-    j = next;
+void client_impl::run_inbox(bool closed) noexcept {
+  // Take the whole stack and reverse it: oldest first.
+  inbox_job* j = nullptr;
+  for (inbox_job* top = inbox_.exchange(nullptr, std::memory_order_seq_cst); top != nullptr;) {
+    inbox_job* next = top->next;
+    top->next = j;
+    j = top;
+    top = next;
   }
-  return reversed;
-}
-}  // namespace
-
-void client_impl::drain_inbox() {
-  for (inbox_job* j = take_all(inbox_); j != nullptr;) {
+  while (j != nullptr) {
     std::unique_ptr<inbox_job> job(j);
     j = j->next;
     try {
-      job->fn(closing_);
+      job->run(closed);
     } catch (...) {
       report_exception(cfg_, "operation start");
-    }
-  }
-}
-
-void client_impl::fail_inbox() noexcept {
-  for (inbox_job* j = take_all(inbox_); j != nullptr;) {
-    std::unique_ptr<inbox_job> job(j);
-    j = j->next;
-    try {
-      job->fn(true);
-    } catch (...) {
     }
   }
 }

@@ -72,10 +72,10 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     }
     if (!closed_.load(std::memory_order_acquire)) {
       // The inbox runs `f(false)` on the executor, or `f(true)` if the client closes first.
-      enqueue(unique_function<void(bool)>([f = std::forward<F>(f)](bool closed) mutable {
+      enqueue([f = std::forward<F>(f)](bool closed) mutable {
         if (closed) complete_inline([&] { f(true); });
         else f(false);
-      }));
+      });
       return;
     }
     complete_inline([&] { f(true); });
@@ -139,9 +139,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
       return true;
     }
     if (closed_.load(std::memory_order_acquire)) return false;
-    enqueue(unique_function<void(bool)>([f = std::forward<F>(f)](bool closed) mutable {
+    enqueue([f = std::forward<F>(f)](bool closed) mutable {
       if (!closed) f();
-    }));
+    });
     return true;
   }
 
@@ -149,17 +149,30 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // takes whole; only the thread that finds it empty posts to the executor, so a burst of blocking
   // callers costs one post (one wake-up of the I/O thread, one turn of Asio's queue lock) instead of
   // one each. Order per calling thread is kept (the stack is reversed when taken).
+  // A job is one allocation: the link and the callable together.
   struct inbox_job {
     inbox_job* next = nullptr;
-    unique_function<void(bool)> fn;  // (closed)
+    virtual ~inbox_job() = default;
+    virtual void run(bool closed) = 0;
+  };
+  template <class F>
+  struct inbox_fn final : inbox_job {
+    F f;
+    explicit inbox_fn(F&& fn) : f(std::move(fn)) {}
+    void run(bool closed) override { f(closed); }
   };
   std::atomic<inbox_job*> inbox_{nullptr};
-  void enqueue(unique_function<void(bool)> fn);
-  // Runs (or, once closing, fails) every job in the inbox; on the executor.
-  void drain_inbox();
-  // Fails every job in the inbox, on the calling thread: once closed, when the executor may never
-  // run a drain again.
-  void fail_inbox() noexcept;
+  template <class F>
+  void enqueue(F&& f) {
+    push(new inbox_fn<std::decay_t<F>>(std::forward<F>(f)));
+  }
+  void push(inbox_job* job);
+  // Runs every job in the inbox, oldest first: with `closed` false on the executor (true there once
+  // closing), or with `closed` true on any thread once closed, when the executor may never run a
+  // drain again.
+  void run_inbox(bool closed) noexcept;
+  void drain_inbox() noexcept { run_inbox(closing_); }
+  void fail_inbox() noexcept { run_inbox(true); }
 };
 
 // The rendezvous of a blocking call with its completion on the I/O thread.
