@@ -49,22 +49,33 @@ if mode ~= false and count ~= false then
     if mode == 'write' then
       if redis.call('hlen', name) > 1 then result = 0 end
     else
-      -- Is any other reader alive? The first live timeout key answers it; with many readers the
-      -- first field looked at usually does.
-      local fields = redis.call('hgetall', name)
-      for i = 1, #fields, 2 do
-        local n = tonumber(fields[i + 1])
-        if n then
-          for j = n, 1, -1 do
-            local t = redis.call('pttl', timeout_key(fields[i], j == n and fields[i + 1] or string.format('%d', j)))
-            if t > 0 then
-              if redis.call('pttl', name) < t then redis.call('pexpire', name, string.format('%d', t)) end
-              result = 0
-              break
+      -- Is any other reader alive? The first live timeout key answers it. First one random field's
+      -- level-1 key (HRANDFIELD, Redis 6.2; 1.4 us where HGETALL of 16 readers costs 5): with many
+      -- readers it is almost always alive. Otherwise, or on an older server, every field in turn.
+      local function keep(t)
+        if redis.call('pttl', name) < t then redis.call('pexpire', name, string.format('%d', t)) end
+        result = 0
+      end
+      local pick = redis.pcall('hrandfield', name)
+      if type(pick) == 'string' and pick ~= 'mode' then
+        local t = redis.call('pttl', timeout_key(pick, '1'))
+        if t > 0 then keep(t) end
+      end
+      if result == 1 then
+        local fields = redis.call('hgetall', name)
+        for i = 1, #fields, 2 do
+          local n = tonumber(fields[i + 1])
+          if n then
+            for j = n, 1, -1 do
+              local t = redis.call('pttl', timeout_key(fields[i], j == n and fields[i + 1] or string.format('%d', j)))
+              if t > 0 then
+                keep(t)
+                break
+              end
             end
           end
+          if result == 0 then break end
         end
-        if result == 0 then break end
       end
     end
     if result == 1 then

@@ -685,6 +685,35 @@ TEST_F(family_scripts_test, rw_testMultiInstanceReadLockZombieCleanup_read_unloc
   }
 }
 
+// The read release first checks one random field's level-1 key (HRANDFIELD), then every field: a
+// reader alive only through a later level, among crashed readers, keeps the lock whatever the pick.
+TEST_F(family_scripts_test, rw_read_release_finds_a_live_reader_behind_crashed_ones_whatever_the_random_pick) {
+  const std::string name = "r5m";
+  auto o = mine(name);
+  std::vector<std::string> zombies;
+  for (int i = 0; i < 4; ++i) {
+    zombies.push_back(peer::new_client_id() + ":" + std::to_string(i));
+    ASSERT_TRUE(o.read_acquire(zombies.back(), 200).is_nil());
+  }
+  const std::string live = peer::new_client_id() + ":9";
+  ASSERT_TRUE(o.read_acquire(live, 200).is_nil());    // level 1: dies with the zombies
+  ASSERT_TRUE(o.read_acquire(live, 60000).is_nil());  // level 2: alive
+  ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", o.timeout_key(live, 1)}).integer == 0; }));
+  for (auto& z : zombies) EXPECT_EQ(raw()({"EXISTS", o.timeout_key(z, 1)}).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", o.timeout_key(live, 2)}).integer, 1);
+  for (int round = 0; round < 20; ++round) {
+    const std::string r = peer::new_client_id() + ":" + std::to_string(100 + round);
+    ASSERT_TRUE(o.read_acquire(r, 30000).is_nil());
+    EXPECT_EQ(o.read_release(r).integer, 0) << round;  // still held: by `live`
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 1) << round;
+    EXPECT_GT(raw()({"PTTL", name}).integer, 50000) << round;  // as long as live's level 2
+  }
+  // The live reader's last live level goes: only expired keys remain (its own level 1 and the
+  // crashed readers'), so the hash goes and the lock is free.
+  EXPECT_EQ(o.read_release(live).integer, 1);
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 TEST_F(family_scripts_test, rw_testReadLockLeaseTimeoutDiffThreadsRRW_and_testName_timeout_keys_interoperate) {
   for (std::string name : {std::string("r6"), std::string("{test}:abc:key")}) {
     auto o = mine(name);
