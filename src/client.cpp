@@ -309,7 +309,7 @@ void client::ping(std::error_code& ec) {
 void client::ping() {
   std::error_code ec;
   ping(ec);
-  throw_if(ec, ("client::ping " + impl_->cfg().redacted_url()).c_str());  // with the server's words
+  if (ec) throw_if(ec, ("client::ping " + impl_->cfg().redacted_url()).c_str());  // with the server's words
 }
 
 // ---- subscriptions -----------------------------------------------------------------------------

@@ -18,6 +18,11 @@ std::string context(const detail::lock_handle& l, const char* op) {
   return std::string(op) + " \"" + l.name().substr(0, 200) + "\"";
 }
 
+// The context string only on failure: a successful call allocates nothing for it.
+void raise_if(const std::error_code& ec, const detail::lock_handle& l, const char* op) {
+  if (ec) throw_if(ec, context(l, op).c_str());
+}
+
 }  // namespace
 
 owner_id this_thread_owner() noexcept {
@@ -189,7 +194,7 @@ void lock_handle::lock(std::error_code& ec) {
 void lock_handle::lock() {
   std::error_code ec;
   lock(ec);
-  throw_if(ec, context(*this, "lock").c_str());
+  raise_if(ec, *this, "lock");
 }
 
 void lock_handle::lock(std::chrono::milliseconds lease, std::error_code& ec) {
@@ -201,7 +206,7 @@ void lock_handle::lock(std::chrono::milliseconds lease, std::error_code& ec) {
 void lock_handle::lock(std::chrono::milliseconds lease) {
   std::error_code ec;
   lock(lease, ec);
-  throw_if(ec, context(*this, "lock").c_str());
+  raise_if(ec, *this, "lock");
 }
 
 bool lock_handle::try_lock(std::error_code& ec) { return try_lock(std::chrono::milliseconds::zero(), ec); }
@@ -216,7 +221,7 @@ bool lock_handle::try_lock(std::chrono::milliseconds wait, std::error_code& ec) 
 bool lock_handle::try_lock(std::chrono::milliseconds wait) {
   std::error_code ec;
   bool r = try_lock(wait, ec);
-  throw_if(ec, context(*this, "try_lock").c_str());
+  raise_if(ec, *this, "try_lock");
   return r;
 }
 
@@ -229,7 +234,7 @@ bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::millisec
 bool lock_handle::try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease) {
   std::error_code ec;
   bool r = try_lock(wait, lease, ec);
-  throw_if(ec, context(*this, "try_lock").c_str());
+  raise_if(ec, *this, "try_lock");
   return r;
 }
 
@@ -240,7 +245,7 @@ std::uint64_t lock_handle::lock_and_get_token(std::error_code& ec) {
 std::uint64_t lock_handle::lock_and_get_token() {
   std::error_code ec;
   auto t = lock_and_get_token(ec);
-  throw_if(ec, context(*this, "lock_and_get_token").c_str());
+  raise_if(ec, *this, "lock_and_get_token");
   return t;
 }
 std::uint64_t lock_handle::lock_and_get_token(std::chrono::milliseconds lease, std::error_code& ec) {
@@ -251,7 +256,7 @@ std::uint64_t lock_handle::lock_and_get_token(std::chrono::milliseconds lease, s
 std::uint64_t lock_handle::lock_and_get_token(std::chrono::milliseconds lease) {
   std::error_code ec;
   auto t = lock_and_get_token(lease, ec);
-  throw_if(ec, context(*this, "lock_and_get_token").c_str());
+  raise_if(ec, *this, "lock_and_get_token");
   return t;
 }
 std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait, std::error_code& ec) {
@@ -263,7 +268,7 @@ std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::mi
 std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait) {
   std::error_code ec;
   auto t = try_lock_and_get_token(wait, ec);
-  throw_if(ec, context(*this, "try_lock_and_get_token").c_str());
+  raise_if(ec, *this, "try_lock_and_get_token");
   return t;
 }
 std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::milliseconds wait,
@@ -277,7 +282,7 @@ std::optional<std::uint64_t> lock_handle::try_lock_and_get_token(std::chrono::mi
                                                                  std::chrono::milliseconds lease) {
   std::error_code ec;
   auto t = try_lock_and_get_token(wait, lease, ec);
-  throw_if(ec, context(*this, "try_lock_and_get_token").c_str());
+  raise_if(ec, *this, "try_lock_and_get_token");
   return t;
 }
 
@@ -291,7 +296,7 @@ void lock_handle::unlock(std::error_code& ec) {
 void lock_handle::unlock() {
   std::error_code ec;
   unlock(ec);
-  throw_if(ec, context(*this, "unlock").c_str());
+  raise_if(ec, *this, "unlock");
 }
 
 bool lock_handle::force_unlock(std::error_code& ec) {
@@ -300,7 +305,7 @@ bool lock_handle::force_unlock(std::error_code& ec) {
 bool lock_handle::force_unlock() {
   std::error_code ec;
   bool r = force_unlock(ec);
-  throw_if(ec, context(*this, "force_unlock").c_str());
+  raise_if(ec, *this, "force_unlock");
   return r;
 }
 
@@ -310,7 +315,7 @@ bool lock_handle::is_locked(std::error_code& ec) {
 bool lock_handle::is_locked() {
   std::error_code ec;
   bool r = is_locked(ec);
-  throw_if(ec, context(*this, "is_locked").c_str());
+  raise_if(ec, *this, "is_locked");
   return r;
 }
 
@@ -323,7 +328,7 @@ long long lock_handle::hold_count(std::error_code& ec) {
 long long lock_handle::hold_count() {
   std::error_code ec;
   auto r = hold_count(ec);
-  throw_if(ec, context(*this, "hold_count").c_str());
+  raise_if(ec, *this, "hold_count");
   return r;
 }
 
@@ -337,7 +342,7 @@ std::chrono::milliseconds lock_handle::remaining_ttl(std::error_code& ec) {
 std::chrono::milliseconds lock_handle::remaining_ttl() {
   std::error_code ec;
   auto r = remaining_ttl(ec);
-  throw_if(ec, context(*this, "remaining_ttl").c_str());
+  raise_if(ec, *this, "remaining_ttl");
   return r;
 }
 

@@ -57,7 +57,7 @@ bool segmented_stock::try_take(long long n, std::error_code& ec) {
 bool segmented_stock::try_take(long long n) {
   std::error_code ec;
   bool r = try_take(n, ec);
-  throw_if(ec, ("segmented_stock::try_take \"" + name_ + "\"").c_str());
+  if (ec) throw_if(ec, ("segmented_stock::try_take \"" + name_ + "\"").c_str());
   return r;
 }
 
@@ -77,7 +77,7 @@ void segmented_stock::init(long long total, std::error_code& ec) {
 void segmented_stock::init(long long total) {
   std::error_code ec;
   init(total, ec);
-  throw_if(ec, ("segmented_stock::init \"" + name_ + "\"").c_str());
+  if (ec) throw_if(ec, ("segmented_stock::init \"" + name_ + "\"").c_str());
 }
 
 namespace {
@@ -130,7 +130,7 @@ long long segmented_stock::remaining() {
   if (ec == errc::bad_reply && !r.bad_key.empty())
     throw error(ec, "segmented_stock::remaining \"" + name_ + "\": segment key \"" + r.bad_key + "\" holds \"" +
                         r.bad_value + "\", not a count");
-  throw_if(ec, ("segmented_stock::remaining \"" + name_ + "\"").c_str());
+  if (ec) throw_if(ec, ("segmented_stock::remaining \"" + name_ + "\"").c_str());
   return r.sum;
 }
 
