@@ -23,7 +23,8 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
   } else {
     own_ctx_ = std::make_shared<asio::io_context>(1);
     work_.emplace(own_ctx_->get_executor());
-    ex_ = own_ctx_->get_executor();
+    guard_ = std::make_shared<io_guard>();
+    ex_ = guarded_executor<asio::io_context::executor_type>(own_ctx_->get_executor(), guard_.get());
   }
   board_ = std::make_shared<sync_board>(ex_);
   topo_ = cfg_.sentinel.nodes.empty() ? make_standalone(ex_, cfg_) : make_sentinel(ex_, cfg_);
@@ -42,7 +43,8 @@ void client_impl::start() {
   if (own_ctx_) {
     // The thread shares the io_context: if the client's last reference goes on this very thread
     // (the thread then detaches), the context outlives the client until run() returns.
-    thread_ = std::thread([ctx = own_ctx_, cfg = cfg_, board = board_] {
+    // The guard too: handlers still queued when the client goes run under it.
+    thread_ = std::thread([ctx = own_ctx_, guard = guard_, cfg = cfg_, board = board_] {
       board->adopt_this_thread();
       for (;;) {
         try {
@@ -68,7 +70,7 @@ void client_impl::start() {
 }
 
 bool client_impl::on_io_thread() const noexcept {
-  if (own_ctx_) return std::this_thread::get_id() == thread_id_;
+  if (own_ctx_) return std::this_thread::get_id() == thread_id_ || io_guard::held() == guard_.get();
   if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return s->running_in_this_thread();
   return false;
 }
@@ -406,6 +408,7 @@ client_stats client::stats() const {
     }
     s.commands += c.commands;
     s.writes += c.writes;
+    s.direct_writes += c.direct_writes;
     s.replies += c.replies;
     s.connects += c.connects;
     s.connection_losses += c.connection_losses;

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "io_guard.hpp"
 #include "net/connection.hpp"
 #include "net/resp.hpp"
 #include "net/script.hpp"
@@ -46,8 +47,37 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   const config& cfg() const noexcept { return cfg_; }
   const std::string& uuid() const noexcept { return uuid_; }
   const asio::any_io_executor& executor() const noexcept { return ex_; }
+  // True on the I/O thread, and on a thread that holds the I/O guard (run_direct).
   bool on_io_thread() const noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+
+  // A lone blocking caller's shortcut: runs `f` on the calling thread, under the I/O guard, if the
+  // client runs its own I/O thread and that thread is idle (the guard is free), after whatever is in
+  // the inbox (the order of one thread's calls is kept). A request `f` makes is written at once on
+  // this thread (io_guard::direct): no hand-off to the I/O thread, no wake-up of it. False, and `f`
+  // not run, otherwise (busy, closed, or a user executor). With `patience`, a guard that is taken
+  // is tried again for that long: a caller that spun for its last reply usually comes back while
+  // the I/O thread is still finishing the read that brought it.
+  template <class F>
+  bool run_direct(F&& f, std::chrono::nanoseconds patience = {}) {
+    if (!guard_) return false;
+    io_guard::scope held(*guard_, std::try_to_lock);
+    if (!held.owns() && patience.count() > 0) {
+      auto until = std::chrono::steady_clock::now() + patience;
+      for (int i = 1; !held.owns(); ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if ((i & 15) == 0 && std::chrono::steady_clock::now() >= until) break;
+        held.try_again(*guard_);
+      }
+    }
+    if (!held.owns() || closing_ || closed_.load(std::memory_order_acquire)) return false;
+    io_guard::direct_scope direct;
+    drain_inbox();
+    std::forward<F>(f)();
+    return true;
+  }
 
   // Runs `f` on the executor (inline when already there). False, and `f` not run, once closed.
   template <class F>
@@ -116,6 +146,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   config cfg_;
   std::string uuid_;
   std::shared_ptr<asio::io_context> own_ctx_;
+  std::shared_ptr<io_guard> guard_;  // own I/O thread only: every handler of ex_ runs under it
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work_;
   asio::any_io_executor ex_;
   std::thread thread_;
@@ -218,7 +249,8 @@ class sync_completer {
 };
 
 // Runs `start(done)` on the client's executor and blocks until `done(ec, value)` is called.
-// Fails with would_deadlock on the executor itself, and with client_closed once closed.
+// Fails with would_deadlock on the executor itself, and with client_closed once closed. The
+// client's only blocking caller runs `start` itself when the I/O thread is idle (run_direct).
 //
 // How the caller waits is `config::sync_wait`. latency_first: the client's only blocking caller
 // spins while a reply is plausibly close — up to 1.5 times the recent round trip of blocking calls,
@@ -236,15 +268,21 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   auto slot = std::make_shared<sync_slot<T>>();
   slot->board = c.board();
   auto t0 = std::chrono::steady_clock::now();
-  bool posted = c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
-    start(unique_function<void(std::error_code, T)>(std::move(done)));
-  });
-  if (!posted) {
+  bool alone = c.sync_waiters.fetch_add(1, std::memory_order_relaxed) == 0;
+  // Alone, with the I/O thread idle, the caller writes its own request (run_direct); otherwise the
+  // I/O thread does, with whatever else is waiting (auto-pipelining).
+  bool latency_first = c.cfg().sync_wait == sync_wait_policy::latency_first;
+  bool direct = alone && c.run_direct(
+                             [&] { start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot))); },
+                             latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0));
+  if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
+        start(unique_function<void(std::error_code, T)>(std::move(done)));
+      })) {
+    c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
     ec = errc::client_closed;
     return T{};
   }
-  bool alone = c.sync_waiters.fetch_add(1, std::memory_order_relaxed) == 0;
-  if (alone && c.cfg().sync_wait == sync_wait_policy::latency_first) {
+  if (alone && latency_first) {
     auto budget = std::min<std::int64_t>(c.sync_rtt_ns.load(std::memory_order_relaxed) * 3 / 2, 200'000);
     auto until = t0 + std::chrono::nanoseconds(budget);
     for (int i = 0; !slot->event.ready(); ++i) {

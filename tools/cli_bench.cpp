@@ -191,6 +191,7 @@ void fill_common(row& r, const snap& a, const snap& b, double ops) {
   r.num("cmd_per_op", ops > 0 ? cmds / ops : 0);
   r.num("pubsub_cmd_per_op", ops > 0 ? pubsub / ops : 0);
   r.num("commands_per_write", writes > 0 ? cmds / writes : 0);
+  r.num("direct_write_share", writes > 0 ? static_cast<double>(b.st.direct_writes - a.st.direct_writes) / writes : 0);
   r.num("redis_cpu_pct", 100 * (b.redis - a.redis) / secs);
   r.num("client_cpu_pct", 100 * (b.cpu - a.cpu) / secs);
   r.num("context_switches_per_op", ops > 0 ? static_cast<double>(b.csw - a.csw) / ops : 0);
@@ -1060,7 +1061,8 @@ int run_bench(options opt) {
     if (x.spin_floor_rt_per_s > 0) r.num("ratio_vs_spin_floor", r.ops_per_s / (x.spin_floor_rt_per_s / 2));
     r.note = "vs sequential floor (2 RT per pair); " + fmt("%.2f", r.get("ratio_vs_spin_floor")) +
              " vs a busy-polling floor; " + fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair; client at " +
-             fmt("%.2f", r.get("client_cpu_pct") / 100) + " cores";
+             fmt("%.2f", r.get("client_cpu_pct") / 100) + " cores; " +
+             fmt("%.0f", 100 * r.get("direct_write_share")) + " % of writes by the caller";
     return r;
   });
   auto vs = [&](row r, double ceiling, const char* what) {

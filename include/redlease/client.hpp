@@ -32,6 +32,8 @@ class client_impl;
 struct client_stats {
   std::uint64_t commands = 0;           ///< commands written on the command connection
   std::uint64_t writes = 0;             ///< write system calls on the command connection
+  std::uint64_t direct_writes = 0;      ///< of those, writes a lone blocking caller made on its own
+                                        ///< thread while the I/O thread was idle (`sync_wait`)
   std::uint64_t replies = 0;            ///< replies read on the command connection
   std::uint64_t connects = 0;           ///< successful (re)connections of the command connection
   std::uint64_t connection_losses = 0;  ///< drops of the command connection

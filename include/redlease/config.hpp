@@ -27,6 +27,10 @@ struct background_error {
 };
 
 /// How a blocking call waits for its reply (`config::sync_wait`).
+///
+/// Under either policy, a blocking caller that is the client's only one, on a client with its own
+/// I/O thread, writes its request itself on its own thread when the I/O thread is idle (counted in
+/// `client_stats::direct_writes`); otherwise the I/O thread writes it with the others.
 enum class sync_wait_policy {
   /// The client's only blocking caller spins while the reply is plausibly close (up to 1.5 times the
   /// recent round trip, at most 200 us), then sleeps: the least latency for a sequential caller, at

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "background.hpp"
+#include "io_guard.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::detail {
@@ -425,6 +426,8 @@ void connection::submit_here(request r) {
 
 void connection::schedule_flush() {
   if (state_ != state::up || writing_ || flush_scheduled_) return;
+  // A caller writing its own request (io_guard::direct) is alone: nothing else would join the write.
+  if (io_guard::direct() && !sock_.is_tls()) return flush();
   // Deferred, so that every request already posted to the executor joins this write.
   flush_scheduled_ = true;
   asio::post(ex_, [self = shared_from_this(), gen = gen_] {
@@ -462,8 +465,21 @@ void connection::flush() {
 
 void connection::start_write() {
   if (writing_ || woff_ >= wbuf_.size()) return;
-  writing_ = true;
   ++stats_.writes;
+  if (io_guard::direct()) {
+    // On the caller's thread: an async write would complete through the executor, waking the I/O
+    // thread for nothing. Whatever the socket does not take at once goes the usual way.
+    auto n = sock_.try_write_now(wbuf_.data() + woff_, wbuf_.size() - woff_);
+    stats_.bytes_written += n;
+    woff_ += n;
+    if (woff_ == wbuf_.size()) {
+      wbuf_.clear();
+      woff_ = 0;
+      ++stats_.direct_writes;
+      return;
+    }
+  }
+  writing_ = true;
   auto gen = gen_;
   sock_.async_write_some(asio::buffer(wbuf_.data() + woff_, wbuf_.size() - woff_),
                          [this, self = shared_from_this(), gen](std::error_code ec, std::size_t n) {

@@ -36,6 +36,7 @@ using reply_handler = unique_function<void(std::error_code, reply)>;
 struct conn_stats {
   std::atomic<std::uint64_t> commands{0};       // commands written (handshake included)
   std::atomic<std::uint64_t> writes{0};         // write system calls (write_some operations)
+  std::atomic<std::uint64_t> direct_writes{0};  // writes made whole by a blocking caller on its own thread
   std::atomic<std::uint64_t> bytes_written{0};
   std::atomic<std::uint64_t> replies{0};
   std::atomic<std::uint64_t> connects{0};       // successful connections (handshake done)

@@ -9,6 +9,8 @@
 #include <asio/ssl/context.hpp>
 #include <asio/ssl/stream.hpp>
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -101,6 +103,13 @@ class transport {
   void async_write_some(const Buffers& b, Handler&& h) {
     if (tls_) tls_->async_write_some(b, keep_alive(std::forward<Handler>(h)));
     else sock_.async_write_some(b, std::forward<Handler>(h));
+  }
+  /// Writes what the socket takes at once, without blocking and without the executor (plain
+  /// connections only: TLS records go through the stream). The bytes written; 0 when none were.
+  std::size_t try_write_now(const char* data, std::size_t n) noexcept {
+    if (tls_ || !sock_.is_open()) return 0;
+    ssize_t r = ::send(sock_.native_handle(), data, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return r > 0 ? static_cast<std::size_t>(r) : 0;
   }
   /// Closes the connection (no TLS close_notify: nothing is waited for) and drops the TLS stream.
   void close() noexcept {

@@ -9,7 +9,14 @@
 #include <thread>
 #include <vector>
 
+#include <asio/any_io_executor.hpp>
+#include <asio/dispatch.hpp>
+#include <asio/io_context.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
 #include "callback_slot.hpp"
+#include "io_guard.hpp"
 #include "one_shot.hpp"
 #include "redlease/config.hpp"
 
@@ -118,6 +125,72 @@ TEST(WakeBoard, OnlyTheOwnerThreadIsTheOwner) {
   EXPECT_FALSE(b.on_owner_thread());
   std::thread([&] { EXPECT_FALSE(a.on_owner_thread()); }).join();
   EXPECT_NE(wake_board::my_bit(), 0u);
+}
+
+// Every handler of a guarded executor runs under its guard: posted functions, timer completions,
+// and a dispatch from inside a handler (inline, without locking the guard twice).
+TEST(IoGuard, EveryHandlerRunsUnderTheGuardAndNestedDispatchDoesNotDeadlock) {
+  asio::io_context ctx(1);
+  redlease::detail::io_guard g;
+  asio::any_io_executor ex = redlease::detail::guarded_executor<asio::io_context::executor_type>(ctx.get_executor(), &g);
+  int under = 0, total = 0;
+  auto check = [&] {
+    ++total;
+    if (redlease::detail::io_guard::held() == &g) ++under;
+  };
+  asio::post(ex, [&] {
+    check();
+    bool inline_ran = false;
+    asio::dispatch(ex, [&] {
+      check();
+      inline_ran = true;
+    });
+    EXPECT_TRUE(inline_ran);  // dispatched inline on the executor's own thread
+  });
+  asio::steady_timer t(ex);
+  t.expires_after(std::chrono::milliseconds(1));
+  t.async_wait([&](std::error_code ec) {
+    EXPECT_FALSE(ec);
+    check();
+  });
+  ctx.run();
+  EXPECT_EQ(total, 3);
+  EXPECT_EQ(under, 3);
+  EXPECT_EQ(redlease::detail::io_guard::held(), nullptr);
+}
+
+// A caller can take the guard only while no handler runs, and holds the I/O thread's handlers off
+// while it has it.
+TEST(IoGuard, TryScopeFailsWhileAHandlerRunsAndHandlersWaitForTheHolder) {
+  asio::io_context ctx(1);
+  redlease::detail::io_guard g;
+  asio::any_io_executor ex = redlease::detail::guarded_executor<asio::io_context::executor_type>(ctx.get_executor(), &g);
+  auto work = asio::make_work_guard(ctx);
+  std::thread io([&] { ctx.run(); });
+  redlease::detail::one_shot in_handler, release_handler;
+  asio::post(ex, [&] {
+    in_handler.set();
+    release_handler.wait();
+  });
+  in_handler.wait();
+  std::atomic<bool> ran{false};
+  {
+    redlease::detail::io_guard::scope s(g, std::try_to_lock);
+    EXPECT_FALSE(s.owns());
+    EXPECT_EQ(redlease::detail::io_guard::held(), nullptr);
+    release_handler.set();
+    // Once the handler is over the guard is free again (the I/O thread sleeps without it).
+    for (int i = 0; i < 10'000'000 && !s.owns(); ++i) s.try_again(g);
+    ASSERT_TRUE(s.owns());
+    EXPECT_EQ(redlease::detail::io_guard::held(), &g);
+    asio::post(ex, [&] { ran = true; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_FALSE(ran.load());  // the posted handler waits for the guard
+  }
+  EXPECT_EQ(redlease::detail::io_guard::held(), nullptr);
+  work.reset();
+  io.join();
+  EXPECT_TRUE(ran.load());
 }
 
 TEST(CallbackSlot, CallsAndReportsAThrow) {
