@@ -140,7 +140,10 @@ class client {
   const std::string& id() const noexcept;
   /// The configuration the client was made with.
   const config& get_config() const noexcept;
-  /// The executor that runs the client's I/O.
+  /// The executor that runs the client's I/O. With the client's own I/O thread, it wraps that
+  /// thread's `io_context` executor: what it runs is serialised with a blocking call that sends its
+  /// own request (docs/design.md, "Threads and ownership of state"), so work posted to it should be
+  /// short, as on any I/O thread. Thread-safe.
   asio::any_io_executor get_executor() const noexcept;
 
   /// Writes `value` to the resource `key` only if `token` is not lower than the highest fencing
