@@ -63,14 +63,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     if (!guard_) return false;
     io_guard::scope held(*guard_, std::try_to_lock);
     if (!held.owns() && patience.count() > 0) {
-      auto until = std::chrono::steady_clock::now() + patience;
-      for (int i = 1; !held.owns(); ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        if ((i & 15) == 0 && std::chrono::steady_clock::now() >= until) break;
-        held.try_again(*guard_);
-      }
+      spin_until([&] { return held.try_again(*guard_); }, std::chrono::steady_clock::now() + patience);
     }
     if (!held.owns() || closing_ || closed_.load(std::memory_order_acquire)) return false;
     io_guard::direct_scope direct;
@@ -284,13 +277,7 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   }
   if (alone && latency_first) {
     auto budget = std::min<std::int64_t>(c.sync_rtt_ns.load(std::memory_order_relaxed) * 3 / 2, 200'000);
-    auto until = t0 + std::chrono::nanoseconds(budget);
-    for (int i = 0; !slot->event.ready(); ++i) {
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause();
-#endif
-      if ((i & 63) == 63 && std::chrono::steady_clock::now() >= until) break;
-    }
+    spin_until([&] { return slot->event.ready(); }, t0 + std::chrono::nanoseconds(budget));
   }
   slot->event.wait(*slot->board);
   c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);

@@ -46,11 +46,13 @@ class io_guard {
       }
     }
     bool owns() const noexcept { return g_ != nullptr; }
-    /// A try_to_lock scope that does not own the guard tries once more.
-    void try_again(io_guard& g) noexcept {
-      if (g_ || !g.mu_.try_lock()) return;
+    /// A try_to_lock scope that does not own `g` tries once more; true when it owns it.
+    bool try_again(io_guard& g) noexcept {
+      if (g_) return true;
+      if (!g.mu_.try_lock()) return false;
       g_ = &g;
       held_ = &g;
+      return true;
     }
     scope(const scope&) = delete;
     scope& operator=(const scope&) = delete;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdint>
 
@@ -16,6 +17,20 @@
 #endif
 
 namespace redlease::detail {
+
+/// Spins, with the CPU's pause hint, until `done()` is true or `until` has passed (the clock is read
+/// every 64 turns); returns `done()`. For a short wait that is worth a core: a sleep and a wake-up
+/// cost more.
+template <class Done>
+bool spin_until(Done&& done, std::chrono::steady_clock::time_point until) noexcept {
+  for (int i = 1;; ++i) {
+    if (done()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if ((i & 63) == 0 && std::chrono::steady_clock::now() >= until) return done();
+  }
+}
 
 // One futex word that every blocked caller of a client sleeps on, each with its own bit
 // (FUTEX_WAIT_BITSET), so that the I/O thread can wake all the callers whose replies came in one
