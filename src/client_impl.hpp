@@ -17,6 +17,7 @@
 
 #include "io_guard.hpp"
 #include "net/connection.hpp"
+#include "net/lane.hpp"
 #include "net/resp.hpp"
 #include "net/script.hpp"
 #include "net/subscriber.hpp"
@@ -71,6 +72,16 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     std::forward<F>(f)();
     return true;
   }
+
+  // After run_direct: waits, on this thread, for the replies to what the call sent on the lane `s`
+  // holds, and runs their handlers under the I/O guard (their follow-up requests may go on the lane
+  // too), until the call is `answered` or none of its requests there waits for a reply; then gives
+  // the lane back, or hands it to its node while requests are still in flight. Each wait spins for
+  // the budget of config::sync_wait (see lane_spin), then sleeps in poll().
+  void pump_lane(lane_session& s, const one_shot& answered);
+  // How long a wait on the lane may spin before it sleeps, and what it learns from the wait.
+  std::chrono::nanoseconds lane_spin() noexcept;
+  void lane_waited(bool caught, std::chrono::nanoseconds spin, clock::duration rtt) noexcept;
 
   // Runs `f` on the executor (inline when already there). False, and `f` not run, once closed.
   template <class F>
@@ -133,6 +144,11 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::atomic<std::uint64_t> watched_locks{0};
   std::atomic<int> sync_waiters{0};  // threads blocked in sync_call
   std::atomic<std::int64_t> sync_rtt_ns{100'000};  // recent round trip of a lone blocking call (smoothed)
+  // The lane's round trip as its replies show it (smoothed; a reply that came after the spin counts
+  // as twice the spin), replies in a row that came after the spin, and waits on the lane.
+  std::atomic<std::int64_t> lane_rtt_ns{50'000};
+  std::atomic<int> lane_misses{0};
+  std::atomic<unsigned> lane_waits{0};
   const std::shared_ptr<sync_board>& board() const noexcept { return board_; }
 
  private:
@@ -265,9 +281,15 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   // Alone, with the I/O thread idle, the caller writes its own request (run_direct); otherwise the
   // I/O thread does, with whatever else is waiting (auto-pipelining).
   bool latency_first = c.cfg().sync_wait == sync_wait_policy::latency_first;
+  lane_session lanes;
   bool direct = alone && c.run_direct(
-                             [&] { start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot))); },
+                             [&] {
+                               lane_session::scope on(lanes);
+                               start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
+                             },
                              latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0));
+  // The request went on the lane: nobody else reads its reply.
+  if (lanes.held()) c.pump_lane(lanes, slot->event);
   if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
         start(unique_function<void(std::error_code, T)>(std::move(done)));
       })) {

@@ -179,6 +179,7 @@ double secs_between(steady::time_point a, steady::time_point b) { return std::ch
 // ops counted over [a, b]: throughput, round trips (commands on both connections), CPU per op.
 void fill_common(row& r, const snap& a, const snap& b, double ops) {
   double secs = secs_between(a.t, b.t);
+  double lane = static_cast<double>(b.st.lane_requests - a.st.lane_requests);
   double cmds = static_cast<double>(b.st.commands - a.st.commands);
   double pubsub = static_cast<double>(b.st.pubsub_commands - a.st.pubsub_commands);
   double writes = static_cast<double>(b.st.writes - a.st.writes);
@@ -192,6 +193,7 @@ void fill_common(row& r, const snap& a, const snap& b, double ops) {
   r.num("pubsub_cmd_per_op", ops > 0 ? pubsub / ops : 0);
   r.num("commands_per_write", writes > 0 ? cmds / writes : 0);
   r.num("direct_write_share", writes > 0 ? static_cast<double>(b.st.direct_writes - a.st.direct_writes) / writes : 0);
+  r.num("lane_share", cmds > 0 ? lane / cmds : 0);
   r.num("redis_cpu_pct", 100 * (b.redis - a.redis) / secs);
   r.num("client_cpu_pct", 100 * (b.cpu - a.cpu) / secs);
   r.num("context_switches_per_op", ops > 0 ? static_cast<double>(b.csw - a.csw) / ops : 0);
@@ -1062,7 +1064,8 @@ int run_bench(options opt) {
     r.note = "vs sequential floor (2 RT per pair); " + fmt("%.2f", r.get("ratio_vs_spin_floor")) +
              " vs a busy-polling floor; " + fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair; client at " +
              fmt("%.2f", r.get("client_cpu_pct") / 100) + " cores; " +
-             fmt("%.0f", 100 * r.get("direct_write_share")) + " % of writes by the caller";
+             fmt("%.0f", 100 * r.get("direct_write_share")) + " % of writes by the caller (" +
+             fmt("%.0f", 100 * r.get("lane_share")) + " % of requests on its lane)";
     return r;
   });
   auto vs = [&](row r, double ceiling, const char* what) {

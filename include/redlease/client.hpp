@@ -30,11 +30,14 @@ class client_impl;
 
 /// Counters of a client's traffic, for tests, benchmarks and monitoring. Monotonic.
 struct client_stats {
-  std::uint64_t commands = 0;           ///< commands written on the command connection
-  std::uint64_t writes = 0;             ///< write system calls on the command connection
+  std::uint64_t commands = 0;           ///< commands written on the command connection and the lane
+  std::uint64_t writes = 0;             ///< write system calls on the command connection and the lane
   std::uint64_t direct_writes = 0;      ///< of those, writes a lone blocking caller made on its own
-                                        ///< thread while the I/O thread was idle (`sync_wait`)
-  std::uint64_t replies = 0;            ///< replies read on the command connection
+                                        ///< thread (`sync_wait`): on the lane, or on the command
+                                        ///< connection while the I/O thread was idle
+  std::uint64_t lane_requests = 0;      ///< of the commands, those a lone blocking caller sent and
+                                        ///< read itself on the lane (`config::sync_lane`)
+  std::uint64_t replies = 0;            ///< replies read on the command connection and the lane
   std::uint64_t connects = 0;           ///< successful (re)connections of the command connection
   std::uint64_t connection_losses = 0;  ///< drops of the command connection
   std::uint64_t protocol_errors = 0;    ///< replies that broke RESP or its bounds (both connections);

@@ -161,6 +161,14 @@ struct config {
   /// How blocking calls wait for their reply (see `sync_wait_policy`).
   sync_wait_policy sync_wait = sync_wait_policy::latency_first;
 
+  /// A client with its own I/O thread keeps a second command connection per node (the *lane*) for
+  /// its only blocking caller: that caller writes its request and reads its reply on its own thread,
+  /// and the I/O thread is not woken at all. Opened at the first such call, handshaken like the main
+  /// connection (same credentials, database and master check), re-opened after a reconnect or a
+  /// failover, and counted in `client_stats::lane_requests`. Not used over TLS, with a user
+  /// executor, or while several threads make blocking calls. False: no second connection.
+  bool sync_lane = true;
+
   /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
   /// dropped and re-established, its requests fail with `errc::protocol_error`).
   std::size_t max_reply_depth = 64;

@@ -670,4 +670,20 @@ void connection::close() {
   fail_queued(errc::client_closed);
 }
 
+int connection::release_socket() {
+  if (state_ != state::up || !idle() || sock_.is_tls()) return -1;
+  std::error_code ec;
+  // release() takes the descriptor out of the reactor and cancels the pending read, whose
+  // completion finds a new generation and does nothing.
+  int fd = sock_.plain().release(ec);
+  if (ec) return -1;
+  state_ = state::closed;
+  ++gen_;
+  attempt_timer_.cancel();
+  timeout_timer_.cancel();
+  liveness_timer_.cancel();
+  timeout_armed_ = false;
+  return fd;
+}
+
 }  // namespace redlease::detail

@@ -110,6 +110,17 @@ class connection : public std::enable_shared_from_this<connection> {
   const node_address& address() const noexcept { return addr_; }
   /// Executor only: fails everything with client_closed and stops for good.
   void close();
+  /// Executor only: hands the socket of a connection that is up, plain (not TLS) and idle over to
+  /// the caller (a lane), and stops for good without failing anything. The descriptor, or -1 (and
+  /// nothing changes) when the connection is not in that state.
+  int release_socket();
+  /// Nothing queued, in flight, being written, or read and not yet parsed.
+  bool idle() const noexcept {
+    return queued_.empty() && inflight_.empty() && !writing_ && wbuf_.empty() && reader_.buffered() == 0;
+  }
+  bool is_tls() const noexcept { return sock_.is_tls(); }
+  /// Whether the handshake asks ROLE and accepts only a master (require_master()).
+  bool requires_master() const noexcept { return require_master_; }
   bool is_up() const noexcept { return state_ == state::up; }
   /// The error of the last failed connection attempt (clear once connected).
   std::error_code last_error() const noexcept { return last_error_; }

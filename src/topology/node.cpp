@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: MIT
 #include "topology/node.hpp"
 
+#include <asio/posix/stream_descriptor.hpp>
+#include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
+
 #include "background.hpp"
+#include "io_guard.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::detail {
@@ -30,10 +35,137 @@ void complete(reply_handler& h, std::error_code ec, reply r) {
 }  // namespace
 
 node::node(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
-    : conn_(std::make_shared<connection>(std::move(ex), cfg, std::move(name_suffix))), cfg_(&conn_->cfg()) {}
+    : ex_(ex), name_suffix_(name_suffix), conn_(std::make_shared<connection>(ex, cfg, std::move(name_suffix))),
+      cfg_(&conn_->cfg()) {}
+
+void node::close() {
+  closed_ = true;
+  if (auto c = std::exchange(lane_conn_, nullptr)) c->close();
+  drop_lane();
+  conn_->close();
+}
+
+void node::submit(request r) {
+  if (auto* l = lane_for_call()) {
+    if (l->send(r)) return;
+    // The lane broke before a byte of the request was written: it goes the usual way.
+  }
+  conn_->submit_here(std::move(r));
+}
+
+lane* node::lane_for_call() {
+  auto* s = lane_session::current();
+  if (!s || !io_guard::direct() || !cfg_->sync_lane || closed_) return nullptr;
+  if (s->held()) return s->held() == lane_ && lane_->usable() ? lane_.get() : nullptr;
+  // Requests this thread made before (asynchronous ones) may still be queued or in flight on the
+  // connection: the call's request must not overtake them on another socket.
+  if (!conn_->is_up() || !conn_->idle()) return nullptr;
+  auto generation = conn_->stats().connects.load(std::memory_order_relaxed);
+  if (lane_ && (lane_->broken() || lane_->generation() != generation)) drop_lane();
+  if (!lane_) {
+    open_lane();
+    return nullptr;
+  }
+  if (!lane_->take()) return nullptr;
+  if (!lane_->usable()) {
+    lane_->give_back();
+    drop_lane();
+    open_lane();
+    return nullptr;
+  }
+  s->hold(lane_);
+  return lane_.get();
+}
+
+void node::drop_lane() {
+  if (auto l = std::exchange(lane_, nullptr)) l->interrupt();
+}
+
+// The lane's connection does the handshake the node's connection did (same address, same
+// credentials, the same ROLE check), then hands its socket over.
+void node::open_lane() {
+  if (lane_conn_ || closed_ || conn_->is_tls() || clock::now() < lane_retry_at_) return;
+  auto c = std::make_shared<connection>(ex_, *cfg_, name_suffix_ + ":lane");
+  auto generation = conn_->stats().connects.load(std::memory_order_relaxed);
+  std::weak_ptr<bool> alive = alive_;
+  std::weak_ptr<connection> weak = c;
+  auto later = [this, alive, weak, generation](bool up) {
+    // Posted: the connection is inside its own handler when it calls back.
+    asio::post(ex_, [this, alive, weak, generation, up] {
+      auto c = weak.lock();
+      if (alive.expired() || !c || c != lane_conn_) return;
+      if (up) return adopt_lane(c, generation);
+      // No lane for a while (maxclients, an ACL, a server going down): calls go the usual way.
+      lane_conn_.reset();
+      c->close();
+      lane_retry_at_ = clock::now() + std::max<clock::duration>(cfg_->reconnect_max_delay, std::chrono::seconds(1));
+    });
+  };
+  c->set_callbacks({[later] { later(true); }, [later] { later(false); }, {}, {}});
+  if (conn_->requires_master()) c->require_master();
+  if (auto a = conn_->address(); !a.host.empty()) {
+    c->set_resolver([a](connection::callbacks::resolved done) { done({}, {}, a); });
+  }
+  lane_conn_ = c;
+  c->start();
+}
+
+void node::adopt_lane(const std::shared_ptr<connection>& c, std::uint64_t generation) {
+  lane_conn_.reset();
+  int fd = generation == conn_->stats().connects.load(std::memory_order_relaxed) ? c->release_socket() : -1;
+  c->close();
+  if (fd < 0) return;
+  drop_lane();
+  std::weak_ptr<bool> alive = alive_;
+  lane_ = std::make_shared<lane>(fd, *cfg_, generation, conn_, [this, alive](std::shared_ptr<lane> l) {
+    if (!alive.expired()) park_lane(std::move(l));
+  }, lane_counters_);
+}
+
+struct node::parked {
+  parked(asio::any_io_executor ex, std::shared_ptr<lane> ln) : l(std::move(ln)), d(ex), t(std::move(ex)) {}
+  std::shared_ptr<lane> l;
+  asio::posix::stream_descriptor d;
+  asio::steady_timer t;
+  std::uint64_t turn = 0;  // a wait of an earlier turn finds it changed and does nothing
+};
+
+void node::park_lane(std::shared_ptr<lane> l) {
+  auto p = std::make_shared<parked>(ex_, l);
+  std::error_code ec;
+  p->d.assign(l->fd(), ec);
+  if (ec || closed_) {
+    // No reactor for it: the lane ends, and what it carried fails as on a dropped connection.
+    l->interrupt();
+  }
+  serve_parked(p);
+}
+
+void node::serve_parked(const std::shared_ptr<parked>& p) {
+  std::vector<lane_completion> done;
+  p->l->collect(done);
+  run_completions(done, conn_, closed_, *cfg_);
+  ++p->turn;
+  if (!p->l->pending() || !p->d.is_open()) {
+    if (p->d.is_open()) p->d.release();  // out of the reactor; the lane keeps the descriptor
+    p->t.cancel();
+    p->l->give_back();
+    return;
+  }
+  std::weak_ptr<bool> alive = alive_;
+  auto again = [this, alive, p, turn = p->turn](std::error_code ec) {
+    if (ec == asio::error::operation_aborted || alive.expired() || turn != p->turn) return;
+    serve_parked(p);
+  };
+  std::error_code ignored;
+  p->d.cancel(ignored);  // the wait that did not fire (its turn is over)
+  p->t.expires_at(p->l->next_check());
+  p->t.async_wait(again);
+  p->d.async_wait(asio::posix::stream_descriptor::wait_read, again);
+}
 
 void node::exec(std::string payload, reply_handler h, bool idempotent) {
-  conn_->submit_here(request{std::move(payload),
+  submit(request{std::move(payload),
                              [h = std::move(h)](std::error_code ec, reply r) mutable { complete(h, ec, std::move(r)); },
                              idempotent});
 }
@@ -41,7 +173,7 @@ void node::exec(std::string payload, reply_handler h, bool idempotent) {
 void node::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent, bool always_eval) {
   if (always_eval) return exec(script_payload(s, args, true), std::move(h), idempotent);
   auto payload = script_payload(s, args, false);
-  conn_->submit_here(request{
+  submit(request{
       std::move(payload),
       [this, &s, args = std::move(args), h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
         // This node forgot the script (restart, failover: scripts are not replicated, SCRIPT
@@ -96,7 +228,7 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
   };
   auto st = std::make_shared<pair_state>();
   auto payload = script_payload(s, args, eval);
-  conn_->submit_here(request{std::move(payload),
+  submit(request{std::move(payload),
                              [st](std::error_code ec, reply r) mutable {
                                st->ec = ec;
                                st->resend = !ec && noscript(r);
@@ -107,7 +239,7 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
   auto count = std::to_string(n);
   auto timeout = std::to_string(cfg_->replica_ack.timeout.count());
   encode_command(wait, {"WAIT", count, timeout});
-  conn_->submit_here(request{
+  submit(request{
       std::move(wait),
       [this, st, &s, args = std::move(args), h = std::move(h), idempotent, n](std::error_code ec, reply r) mutable {
         if (st->resend) return send_acked(s, std::move(args), std::move(h), idempotent, true, n);

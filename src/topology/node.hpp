@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: MIT
 // One Redis node as the lock layer uses it: its command connection, scripts sent by SHA1 with the
-// EVAL fallback, and replica acknowledgement (WAIT pipelined behind a write). A topology owns its
-// nodes; the lock layer reaches a node only through topology::route.
+// EVAL fallback, replica acknowledgement (WAIT pipelined behind a write), and the lane a lone
+// blocking caller may use (see lane.hpp). A topology owns its nodes; the lock layer reaches a node
+// only through topology::route.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "net/connection.hpp"
+#include "net/lane.hpp"
 #include "net/resp.hpp"
 #include "net/script.hpp"
 #include "redlease/config.hpp"
@@ -45,12 +48,44 @@ class node {
   void set_auto_ack(bool on) { auto_ack_ = on; }
   /// Executor only: the connection came up (probes WAIT support).
   void on_up();
+  /// Executor only: closes the connection and ends the lane (a caller waiting on it wakes).
+  void close();
+  /// Executor only: the node is no longer the one to talk to (a failover): ends the lane and
+  /// reconnects the connection at once (connection::reconnect_now).
+  void reconnect_now(std::error_code why) {
+    drop_lane();
+    conn_->reconnect_now(why);
+  }
+  /// What this node's lanes carried (any thread).
+  const lane_counters& lane_stats() const noexcept { return *lane_counters_; }
 
  private:
   void send_acked(const lua_script& s, arg_list args, reply_handler h, bool idempotent, bool eval, int n);
+  // Sends `r` on the lane of the blocking call running on this thread when it may, else on the
+  // connection.
+  void submit(request r);
+  // The lane the blocking call running on this thread may send on now, taken for it; or nullptr
+  // (and a lane is opened for next time when there is none).
+  lane* lane_for_call();
+  void open_lane();
+  void adopt_lane(const std::shared_ptr<connection>& c, std::uint64_t generation);
+  void drop_lane();
+  // Watches a lane whose caller left with requests in flight (lane::park), with the reactor, until
+  // they are answered; then gives it back.
+  void park_lane(std::shared_ptr<lane> l);
+  struct parked;
+  void serve_parked(const std::shared_ptr<parked>& p);
 
+  asio::any_io_executor ex_;
+  std::string name_suffix_;
   std::shared_ptr<connection> conn_;
   const config* cfg_;
+  std::shared_ptr<lane> lane_;
+  std::shared_ptr<connection> lane_conn_;  // the connection whose socket becomes the next lane
+  clock::time_point lane_retry_at_{};      // after a failed attempt, no new one before this
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted work: the node exists
+  bool closed_ = false;
+  std::shared_ptr<lane_counters> lane_counters_ = std::make_shared<lane_counters>();
   bool auto_ack_ = false;
   enum class probe { unknown, yes, no } wait_ = probe::unknown;
 };

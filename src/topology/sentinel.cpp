@@ -89,7 +89,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
     watch_.remove(std::string(switch_channel), this);
     watch_.close();
     sub_.close();
-    master_.conn().close();
+    master_.close();
     query_->close();
   }
 
@@ -99,6 +99,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
     f(*master_.conn_ptr(), false);
     f(sub_.conn(), true);
   }
+  void for_each_node(const std::function<void(const node&)>& f) const override { f(master_); }
 
  private:
   void on_query_up() {
@@ -150,7 +151,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
     std::string what = "master '" + cfg_.sentinel.master_name + "' switched from " + to_string(old) + " to " +
                        to_string(now) + " (" + source + ")";
     report_background(cfg_, "sentinel", {}, what);
-    if (!(master_.conn().is_up() && master_.conn().address() == now)) master_.conn().reconnect_now(errc::connection_lost);
+    if (!(master_.conn().is_up() && master_.conn().address() == now)) master_.reconnect_now(errc::connection_lost);
     if (!(sub_.conn().is_up() && sub_.conn().address() == now)) sub_.conn().reconnect_now(errc::connection_lost);
     if (events_.on_failover) events_.on_failover(what);
   }

@@ -19,7 +19,7 @@ class standalone final : public topology {
   void start() override { node_.conn().start(); }
   void close() override {
     sub_.close();
-    node_.conn().close();
+    node_.close();
   }
   node& route(std::string_view) override { return node_; }
   subscriber& sub_for(std::string_view) override { return sub_; }
@@ -27,6 +27,7 @@ class standalone final : public topology {
     f(*node_.conn_ptr(), false);
     f(sub_.conn(), true);
   }
+  void for_each_node(const std::function<void(const node&)>& f) const override { f(node_); }
 
  private:
   node node_;

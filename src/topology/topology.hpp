@@ -41,6 +41,8 @@ class topology {
   virtual subscriber& sub_for(std::string_view channel) = 0;
   /// Calls `f` for every command connection and every pub/sub connection (statistics).
   virtual void for_each_connection(const std::function<void(const connection&, bool pubsub)>& f) const = 0;
+  /// Calls `f` for every node (statistics).
+  virtual void for_each_node(const std::function<void(const node&)>& f) const = 0;
   void set_events(topology_events e) { events_ = std::move(e); }
 
  protected:

@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+// The lane (config::sync_lane): a lone blocking caller's own connection to the node, written and
+// read on the caller's thread. Against a real redis-server, and through the fault proxy for the
+// failures.
+#include "redlease/client.hpp"
+
+#include <gtest/gtest.h>
+
+#include <asio/use_future.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fault_proxy.hpp"
+#include "redis_fixture.hpp"
+#include "redlease/config.hpp"
+#include "redlease/error.hpp"
+#include "redlease/lock.hpp"
+
+namespace redlease::test {
+namespace {
+
+using namespace std::chrono_literals;
+using steady = std::chrono::steady_clock;
+
+template <class Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
+  auto deadline = steady::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (steady::now() >= deadline) return pred();
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+long long elapsed_ms(steady::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - since).count();
+}
+
+class lane_test : public redis_fixture {
+ protected:
+  config cfg(std::uint16_t port = 0) {
+    config c = config::from_url("redis://127.0.0.1:" + std::to_string(port ? port : server().port()));
+    c.connect_timeout = 500ms;
+    c.request_timeout = 500ms;
+    c.reconnect_min_delay = 10ms;
+    c.reconnect_max_delay = 100ms;
+    c.client_name = "laner";
+    return c;
+  }
+  // Sync PINGs until one goes on the lane (it is opened in the background at the first call).
+  static bool lane_in_use(client& c) {
+    auto before = c.stats().lane_requests;
+    return eventually([&] {
+      c.ping();
+      return c.stats().lane_requests > before;
+    });
+  }
+  // The server's id of the connection named `name` (0: none).
+  long long client_id(const std::string& name) {
+    auto list = server().client()({"CLIENT", "LIST"}).str;
+    auto at = list.find(" name=" + name + " ");
+    if (at == std::string::npos) return 0;
+    auto line = list.rfind('\n', at);
+    line = line == std::string::npos ? 0 : line + 1;
+    return std::stoll(list.substr(line + 3, list.find(' ', line) - line - 3));
+  }
+};
+
+TEST_F(lane_test, a_lone_blocking_caller_writes_and_reads_on_its_own_connection) {
+  for (auto policy : {sync_wait_policy::latency_first, sync_wait_policy::cpu_first}) {
+    SCOPED_TRACE(policy == sync_wait_policy::latency_first ? "latency_first" : "cpu_first");
+    config conf = cfg();
+    conf.sync_wait = policy;
+    client c(conf);
+    ASSERT_TRUE(lane_in_use(c));
+    EXPECT_NE(client_id("laner:lane"), 0) << "the lane is a connection of its own, named after the client";
+    auto l = c.lock("lane-lock");
+    auto before = c.stats();
+    for (int i = 0; i < 100; ++i) {
+      l.lock();
+      l.unlock();
+    }
+    auto after = c.stats();
+    // Every request of the loop went on the lane: the command connection carried none of them.
+    EXPECT_GE(after.lane_requests - before.lane_requests, 200u);
+    EXPECT_EQ(after.commands - after.lane_requests, before.commands - before.lane_requests);
+    // A thread's asynchronous request is never overtaken by its next blocking one on the lane.
+    for (int i = 0; i < 200; ++i) {
+      c.async_command({"SET", "lane-order", std::to_string(i)}, [](std::error_code, reply) {});
+      ASSERT_EQ(c.command({"GET", "lane-order"}).str, std::to_string(i));
+    }
+  }
+}
+
+TEST_F(lane_test, sync_lane_false_opens_no_second_connection) {
+  config conf = cfg();
+  conf.sync_lane = false;
+  client c(conf);
+  for (int i = 0; i < 50; ++i) c.ping();
+  EXPECT_EQ(c.stats().lane_requests, 0u);
+  EXPECT_EQ(client_id("laner:lane"), 0);
+}
+
+TEST_F(lane_test, several_blocking_callers_share_the_pipelined_connection) {
+  client c(cfg());
+  ASSERT_TRUE(lane_in_use(c));
+  // While four threads call at once, at most one of them is alone at any moment: most requests go
+  // through the I/O thread's pipeline, and every reply reaches its own caller.
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t) {
+    ts.emplace_back([&, t] {
+      for (int i = 0; i < 300; ++i) {
+        auto v = std::to_string(t) + ":" + std::to_string(i);
+        if (c.command({"ECHO", v}).str != v) ++wrong;
+      }
+    });
+  }
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST_F(lane_test, a_lane_the_server_closed_is_replaced_and_no_call_fails) {
+  client c(cfg());
+  ASSERT_TRUE(lane_in_use(c));
+  auto id = client_id("laner:lane");
+  ASSERT_NE(id, 0);
+  EXPECT_EQ(server().client()({"CLIENT", "KILL", "ID", std::to_string(id)}).integer, 1);
+  // The next calls see the closed lane before writing on it and go the usual way; a new lane
+  // follows.
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(c.command({"ECHO", "after-kill"}).str, "after-kill");
+  ASSERT_TRUE(lane_in_use(c));
+  auto again = client_id("laner:lane");
+  EXPECT_NE(again, 0);
+  EXPECT_NE(again, id);
+}
+
+TEST_F(lane_test, a_timed_out_request_keeps_its_place_and_its_late_reply_is_dropped) {
+  config conf = cfg();
+  conf.request_timeout = 300ms;
+  client c(conf);
+  ASSERT_TRUE(lane_in_use(c));
+  server().pause();
+  auto start = steady::now();
+  std::error_code ec;
+  c.command({"ECHO", "late"}, ec);
+  auto took = elapsed_ms(start);
+  EXPECT_EQ(ec, errc::request_timeout) << ec.message();
+  EXPECT_GE(took, 250);
+  EXPECT_LT(took, 300 + 1000) << "the caller waits for its own request only";
+  server().resume();
+  // The late reply is the I/O thread's to read and drop; every later call gets its own reply.
+  for (int i = 0; i < 50; ++i) {
+    auto v = "after-" + std::to_string(i);
+    ASSERT_EQ(c.command({"ECHO", v}).str, v);
+  }
+  ASSERT_TRUE(lane_in_use(c));
+}
+
+TEST_F(lane_test, a_reply_lost_with_the_lane_fails_the_request_that_ran) {
+  fault_proxy proxy(server().port());
+  client c(cfg(proxy.port()));
+  ASSERT_TRUE(lane_in_use(c));
+  proxy.lose_next_reply();
+  std::error_code ec;
+  c.command({"INCR", "lane-lost"}, ec);
+  EXPECT_EQ(ec, errc::connection_lost) << ec.message();
+  // It ran once, and was not sent again.
+  EXPECT_EQ(server().client()({"GET", "lane-lost"}).str, "1");
+  EXPECT_EQ(c.command({"INCR", "lane-lost"}).integer, 2);
+  ASSERT_TRUE(lane_in_use(c));
+}
+
+TEST_F(lane_test, a_lock_taken_on_the_lane_is_renewed_and_released_as_any_other) {
+  config conf = cfg();
+  conf.watchdog_timeout = 1500ms;  // renewed every 500 ms
+  client c(conf);
+  ASSERT_TRUE(lane_in_use(c));
+  auto l = c.lock("lane-renewed");
+  l.lock();  // with the watchdog
+  auto ttl0 = server().client()({"PTTL", "lane-renewed"}).integer;
+  ASSERT_GT(ttl0, 0);
+  // The watchdog renews it on the I/O thread's connection, while the caller holds it.
+  auto renewed = c.stats().renewed_locks;
+  ASSERT_TRUE(eventually([&] { return c.stats().renewed_locks > renewed; }));
+  EXPECT_TRUE(l.valid());
+  l.unlock();
+  EXPECT_EQ(server().client()({"EXISTS", "lane-renewed"}).integer, 0);
+}
+
+TEST_F(lane_test, closing_the_client_wakes_a_caller_waiting_on_its_lane) {
+  config conf = cfg();
+  conf.request_timeout = 10s;  // the close, not the timeout, must end the call
+  auto c = std::make_unique<client>(conf);
+  ASSERT_TRUE(lane_in_use(*c));
+  server().pause();
+  auto before = c->stats().lane_requests;
+  std::promise<std::error_code> done;
+  auto result = done.get_future();
+  std::thread t([&] {
+    std::error_code ec;
+    c->command({"ECHO", "never"}, ec);
+    done.set_value(ec);
+  });
+  ASSERT_TRUE(eventually([&] { return c->stats().lane_requests > before; })) << "the request is on the lane";
+  auto start = steady::now();
+  c->close();
+  ASSERT_EQ(result.wait_for(3s), std::future_status::ready) << "the caller still waits on its lane";
+  EXPECT_EQ(result.get(), errc::client_closed);
+  EXPECT_LT(elapsed_ms(start), 2000);
+  t.join();
+  server().resume();
+}
+
+}  // namespace
+}  // namespace redlease::test
