@@ -46,6 +46,7 @@ struct options {
   double seconds = 0;    // per-case measuring time; 0: the mode's default
   bool no_ceiling = false;  // profiling aid (hidden): skip the ceiling; no ratios then
   std::string sync_wait = "latency";  // config::sync_wait for the sync cases: latency | cpu
+  bool no_sync_lane = false;          // config::sync_lane = false
 };
 
 struct row {
@@ -1002,6 +1003,7 @@ int run_bench(options opt) {
   x.cfg = make_config(url);
   x.cfg.client_name = "redlease-bench";
   x.cfg.sync_wait = opt.sync_wait == "cpu" ? sync_wait_policy::cpu_first : sync_wait_policy::latency_first;
+  x.cfg.sync_lane = !opt.no_sync_lane;
   if (opt.quick) {
     x.case_s = 1;
     x.warm_s = 0.1;
@@ -1189,6 +1191,8 @@ void setup_bench(CLI::App& app, action_t& action) {
   cmd->add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
                                        "the ceiling always runs");
   cmd->add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-sync-lane", opt->no_sync_lane,
+                "No second connection for a lone blocking caller (config::sync_lane = false)");
   cmd->add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
       ->check(CLI::IsMember({"latency", "cpu"}));
   cmd->add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");

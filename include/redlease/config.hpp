@@ -30,13 +30,19 @@ struct background_error {
 ///
 /// Under either policy, a blocking caller that is the client's only one, on a client with its own
 /// I/O thread, writes its request itself on its own thread when the I/O thread is idle (counted in
-/// `client_stats::direct_writes`); otherwise the I/O thread writes it with the others.
+/// `client_stats::direct_writes`), and on a plain (non-TLS) connection reads its reply itself on
+/// the lane (`config::sync_lane`); otherwise the I/O thread writes it with the others, reads the
+/// reply and wakes the caller once. Spinning is for a lone caller only: with several blocking
+/// callers nobody spins.
 enum class sync_wait_policy {
-  /// The client's only blocking caller spins while the reply is plausibly close (up to 1.5 times the
-  /// recent round trip, at most 200 us), then sleeps: the least latency for a sequential caller, at
-  /// the price of a busy core while it spins. With several blocking callers nobody spins.
+  /// The least latency for a sequential caller. On the lane it spins up to 1.5 times the lane's
+  /// round trip (at most 200 us), then sleeps in poll(); without it, up to 1.5 times the recent
+  /// round trip of blocking calls (at most 200 us), then sleeps until the I/O thread wakes it.
   latency_first,
-  /// Sleep at once; woken once by the I/O thread. The least CPU per call.
+  /// The least CPU per call. On the lane it spins up to 1.25 times the lane's round trip (at most
+  /// 100 us; on a machine where a sleep and its wake-up cost more CPU than that), and stops spinning
+  /// while replies keep coming later than that (a distant server), trying again one wait in eight.
+  /// Without the lane it sleeps at once and is woken once by the I/O thread.
   cpu_first,
 };
 
