@@ -162,6 +162,10 @@ class client {
   /// Sends one command and waits for its reply. An error reply becomes an error:
   /// `errc::wrong_type`, `errc::auth_failed`, `errc::server_busy`, ... or `errc::server_error`, with
   /// the server's text in the exception message.
+  /// Commands share the client's connections with its other work (pipelined with other threads'
+  /// commands and the watchdog's renewals; a lone blocking caller's go on the lane, see
+  /// `config::sync_lane`): a command that changes the state of its connection (SELECT, MULTI/EXEC,
+  /// WATCH, SUBSCRIBE, CLIENT REPLY, AUTH, RESET) is not for this; use a connection of your own.
   /// @throws redlease::error
   reply command(std::initializer_list<std::string_view> args);
   /// As above; on failure sets `ec` (an error reply is also returned, with its text in `str`).
