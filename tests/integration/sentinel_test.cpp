@@ -160,6 +160,41 @@ TEST_F(sentinel_test, waiters_are_served_on_the_new_master_after_the_switch) {
   EXPECT_TRUE(acquired.get());
 }
 
+TEST_F(sentinel_test, a_lone_callers_lane_moves_to_the_new_master) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig);
+  cfg.client_name = "sentinel-laner";
+  client c(cfg);
+  auto lane_on = [&](std::uint16_t port) {
+    return rig.client(port)({"CLIENT", "LIST"}).str.find(" name=sentinel-laner:lane ") != std::string::npos;
+  };
+  auto old_port = rig.current_master_port();
+  ASSERT_TRUE(eventually([&] {
+    c.ping();
+    return lane_on(old_port) && c.stats().lane_requests > 0;
+  }));
+  auto new_port = rig.failover();
+  // Blocking calls go on through the switch; their lane is opened again, on the new master, and the
+  // one to the old master is closed.
+  ASSERT_TRUE(eventually([&] {
+    try {
+      auto l = c.lock("sentinel:lane");
+      l.lock(2000ms);
+      l.unlock();
+    } catch (const std::exception&) {
+      return false;
+    }
+    return lane_on(new_port);
+  }, 10000ms));
+  EXPECT_TRUE(eventually([&] { return !lane_on(old_port); }, 3000ms)) << "the lane to the old master was kept";
+  auto before = c.stats().lane_requests;
+  auto l = c.lock("sentinel:lane");
+  l.lock(2000ms);
+  EXPECT_TRUE(key_exists(rig.client(new_port), "sentinel:lane"));
+  l.unlock();
+  EXPECT_GT(c.stats().lane_requests, before);
+}
+
 TEST_F(sentinel_test, a_frozen_master_is_replaced_and_a_replicated_hold_is_kept) {
   sentinel_rig rig;
   auto cfg = sentinel_cfg(rig, 6000ms);  // interval 2 s: the switch (~2.5 s) fits in the lease

@@ -118,6 +118,9 @@ TEST_F(tls_test, ValidCertificateLocksAndWakesWaitersOverTls) {
   std::cout << "[ tls ] waiter woken " << latency << " ms after unlock (pub/sub over TLS)\n";
   EXPECT_GE(other.stats().pubsub_connects, 1u);
   EXPECT_EQ(log_.count("insecure"), 0u);
+  // No lane over TLS: the records go through the connection's TLS stream.
+  EXPECT_EQ(cl.stats().lane_requests, 0u);
+  EXPECT_EQ(other.stats().lane_requests, 0u);
 }
 
 TEST_F(tls_test, UnknownCa) {
