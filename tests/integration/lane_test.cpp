@@ -16,30 +16,13 @@
 #include <vector>
 
 #include "fault_proxy.hpp"
-#include "redis_fixture.hpp"
+#include "lock_test_support.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 #include "redlease/lock.hpp"
 
 namespace redlease::test {
 namespace {
-
-using namespace std::chrono_literals;
-using steady = std::chrono::steady_clock;
-
-template <class Pred>
-bool eventually(Pred pred, std::chrono::milliseconds timeout = 5000ms) {
-  auto deadline = steady::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (steady::now() >= deadline) return pred();
-    std::this_thread::sleep_for(10ms);
-  }
-}
-
-long long elapsed_ms(steady::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - since).count();
-}
 
 class lane_test : public redis_fixture {
  protected:
@@ -149,7 +132,7 @@ TEST_F(lane_test, a_timed_out_request_keeps_its_place_and_its_late_reply_is_drop
   auto start = steady::now();
   std::error_code ec;
   c.command({"ECHO", "late"}, ec);
-  auto took = elapsed_ms(start);
+  auto took = ms_since(start);
   EXPECT_EQ(ec, errc::request_timeout) << ec.message();
   EXPECT_GE(took, 250);
   EXPECT_LT(took, 300 + 1000) << "the caller waits for its own request only";
@@ -212,7 +195,7 @@ TEST_F(lane_test, closing_the_client_wakes_a_caller_waiting_on_its_lane) {
   c->close();
   ASSERT_EQ(result.wait_for(3s), std::future_status::ready) << "the caller still waits on its lane";
   EXPECT_EQ(result.get(), errc::client_closed);
-  EXPECT_LT(elapsed_ms(start), 2000);
+  EXPECT_LT(ms_since(start), 2000);
   t.join();
   server().resume();
 }
