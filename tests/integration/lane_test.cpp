@@ -8,6 +8,7 @@
 
 #include <asio/use_future.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -121,6 +122,26 @@ TEST_F(lane_test, a_lane_the_server_closed_is_replaced_and_no_call_fails) {
   auto again = client_id("laner:lane");
   EXPECT_NE(again, 0);
   EXPECT_NE(again, id);
+}
+
+TEST_F(lane_test, a_lane_refused_by_maxclients_is_not_an_error) {
+  error_log log;
+  config conf = cfg();
+  conf.on_error = log.hook();
+  client c(conf);
+  // An asynchronous call opens no lane.
+  EXPECT_EQ(c.async_command({"PING"}, asio::use_future).get().str, "PONG");
+  // The server is full: every connection it has now, this one included, and no more.
+  auto rc = server().client();
+  auto list = rc({"CLIENT", "LIST"}).str;
+  auto clients = std::count(list.begin(), list.end(), '\n');
+  rc({"CONFIG", "SET", "maxclients", std::to_string(clients)});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(c.command({"ECHO", "no-lane"}).str, "no-lane");
+  EXPECT_EQ(c.stats().lane_requests, 0u);
+  // Room again: the lane is tried again (no sooner than a second later) and used.
+  rc({"CONFIG", "SET", "maxclients", "10000"});
+  EXPECT_TRUE(lane_in_use(c));
+  EXPECT_EQ(log.count(""), 0u) << "a refused lane is not worth a report";
 }
 
 TEST_F(lane_test, a_timed_out_request_keeps_its_place_and_its_late_reply_is_dropped) {
