@@ -106,6 +106,9 @@ config make_config(const std::string& url) {
   const tls_flags& f = given_tls_flags();
   c.sentinel.password = flag_or_env(f.sentinel_password, "REDLEASE_SENTINEL_PASSWORD");
   c.client_name = "redlease-cli";
+  // A command makes a handful of blocking calls (or holds one lock while its child runs): a lane
+  // would be one more connection and handshake for nothing. `bench` turns it back on.
+  c.sync_lane = false;
   c.tls.enabled = c.tls.enabled || f.tls;
   c.tls.ca_file = flag_or_env(f.cacert, "REDLEASE_CACERT");
   c.tls.cert_file = flag_or_env(f.cert, "REDLEASE_CERT");
