@@ -654,14 +654,8 @@ void connection::fail_queued(std::error_code ec) {
 
 void connection::close() {
   if (state_ == state::closed) return;
-  state_ = state::closed;
-  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
-  ++gen_;
+  stop();
   sock_.close();
-  attempt_timer_.cancel();
-  timeout_timer_.cancel();
-  liveness_timer_.cancel();
-  timeout_armed_ = false;
   std::deque<inflight> in;
   in.swap(inflight_);
   batches_out_ = 0;
@@ -677,13 +671,18 @@ int connection::release_socket() {
   // completion finds a new generation and does nothing.
   int fd = sock_.plain().release(ec);
   if (ec) return -1;
+  stop();
+  return fd;
+}
+
+void connection::stop() {
   state_ = state::closed;
+  if (auto p = std::exchange(probe_, nullptr)) p->cancel();
   ++gen_;
   attempt_timer_.cancel();
   timeout_timer_.cancel();
   liveness_timer_.cancel();
   timeout_armed_ = false;
-  return fd;
 }
 
 }  // namespace redlease::detail

@@ -169,6 +169,9 @@ class connection : public std::enable_shared_from_this<connection> {
   void arm_timeout();
   void on_timeout();
   void fail_queued(std::error_code ec);
+  // Closed for good: no timer, probe or completion of this connection acts any more (close and
+  // release_socket; the socket is theirs to close or hand over).
+  void stop();
   void protocol_fault(std::string text);
   void check_liveness();
   // Runs a handler; an exception it throws is reported (config::on_error), never propagated.
