@@ -173,7 +173,10 @@ struct config {
   /// connection (same credentials, database and master check), re-opened after a reconnect or a
   /// failover, and counted in `client_stats::lane_requests`. Not used over TLS, with a user
   /// executor, or while several threads make blocking calls. False: no second connection.
-  bool sync_lane = true;
+  /// Off by default for now: a watchdog renewal that the I/O thread sends on the main connection
+  /// while the caller's unlock is on the lane can reach the server after the unlock and report the
+  /// hold lost (a spurious `on_lost` and a failed unlock); ordering the two connections is to come.
+  bool sync_lane = false;
 
   /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
   /// dropped and re-established, its requests fail with `errc::protocol_error`).

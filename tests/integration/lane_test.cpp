@@ -34,6 +34,7 @@ class lane_test : public redis_fixture {
     c.reconnect_min_delay = 10ms;
     c.reconnect_max_delay = 100ms;
     c.client_name = "laner";
+    c.sync_lane = true;
     return c;
   }
   // Sync PINGs until one goes on the lane (it is opened in the background at the first call).

@@ -164,6 +164,7 @@ TEST_F(sentinel_test, a_lone_callers_lane_moves_to_the_new_master) {
   sentinel_rig rig;
   auto cfg = sentinel_cfg(rig);
   cfg.client_name = "sentinel-laner";
+  cfg.sync_lane = true;
   client c(cfg);
   auto lane_on = [&](std::uint16_t port) {
     return rig.client(port)({"CLIENT", "LIST"}).str.find(" name=sentinel-laner:lane ") != std::string::npos;
