@@ -821,11 +821,13 @@ TEST_F(core_test, ALoneBlockingCallerWritesItsOwnRequests) {
       l.unlock();
     }
     auto after = c.stats();
-    // Nearly every call writes itself. (A caller that spun for its reply comes back while the I/O
-    // thread is still finishing the read that brought it, and waits up to 20 us for the guard; one
-    // that slept is woken when that is done. On a loaded machine some calls hand over instead.)
+    // Most calls write themselves; with the feature broken none would. (A caller that spun for its
+    // reply comes back while the I/O thread is still finishing the read that brought it, and waits
+    // up to 20 us for the guard; one that slept is woken when that is done. On a loaded machine, or
+    // under a sanitizer that slows the I/O thread tenfold, many calls hand over instead: CI under
+    // TSan saw 99 of 200.)
     auto direct = after.direct_writes - before.direct_writes;
-    EXPECT_GT(direct, 100u) << "of " << (after.writes - before.writes);
+    EXPECT_GT(direct, 40u) << "of " << (after.writes - before.writes);
     for (int i = 0; i < 200; ++i) {
       c.async_command({"SET", "direct-order", std::to_string(i)}, [](std::error_code, reply) {});
       ASSERT_EQ(c.command({"GET", "direct-order"}).str, std::to_string(i));
