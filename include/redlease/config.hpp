@@ -173,10 +173,10 @@ struct config {
   /// connection (same credentials, database and master check), re-opened after a reconnect or a
   /// failover, and counted in `client_stats::lane_requests`. Not used over TLS, with a user
   /// executor, or while several threads make blocking calls. False: no second connection.
-  /// Off by default for now: a watchdog renewal that the I/O thread sends on the main connection
-  /// while the caller's unlock is on the lane can reach the server after the unlock and report the
-  /// hold lost (a spurious `on_lost` and a failed unlock); ordering the two connections is to come.
-  bool sync_lane = false;
+  /// Requests on the lane and on the main connection are not ordered against each other: a call
+  /// goes on the lane only while the main connection is idle, and a watchdog renewal that runs
+  /// after an unlock on the lane (and finds the lock gone) waits for that unlock's verdict.
+  bool sync_lane = true;
 
   /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
   /// dropped and re-established, its requests fail with `errc::protocol_error`).

@@ -89,6 +89,8 @@ struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_servi
   bool lost = false;
   bool removed = false;
   bool release_in_doubt = false;           // an unlock's reply never came: it may have run
+  int releasing = 0;                       // unlocks of this hold whose replies have not come
+  std::optional<lost_reason> loss_seen;    // a renewal found it gone while one was out
   std::string token;                       // mutex only (a reentrant hold's field derives from its owner)
   std::uint64_t fence = 0;                 // the latest fenced grant's token (view_mu_)
   level_stack levels;
@@ -813,6 +815,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   // level twice.
   int attempt_no = h && h->release_in_doubt ? 1 : 0;
   std::string request = attempt_no > 0 && h->doubt_request ? *h->doubt_request : random_token();
+  if (h) ++h->releasing;
   release_hold(std::move(h), std::move(name), proto, owner, attempt_no, expected, std::move(request), std::move(done));
 }
 
@@ -861,12 +864,23 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           return release_hold(std::move(h), std::move(name), proto, owner, attempt_no + 1, expected,
                               std::move(request), std::move(done));
         }
+        // A renewal that found the lock gone while this unlock was out waited for its verdict: on
+        // another connection (the lane) the unlock can run first, and then "gone" means released.
+        std::optional<lost_reason> seen;
+        if (h) {
+          --h->releasing;
+          seen = std::exchange(h->loss_seen, std::nullopt);
+        }
+        auto lost_now = [&] {
+          if (seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *seen);
+        };
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.
           if (h && release_unknown(ec)) {
             h->release_in_doubt = true;
             h->doubt_request = std::make_unique<std::string>(request);
           }
+          if (h) lost_now();
           return done(ec);
         }
         if (h) {
@@ -875,7 +889,10 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         }
         bool was_lost = h && h->lost;
         auto res = proto.decode_release(r);
-        if (res == release_result::bad) return done(errc::bad_reply);
+        if (res == release_result::bad) {
+          if (h) lost_now();
+          return done(errc::bad_reply);
+        }
         if (res == release_result::not_held) {
           if (!h) return done(errc::not_owner);
           // A retry of the last hold that finds nothing: the first attempt freed it.
@@ -883,7 +900,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
             erase(h.get());
             return done({});
           }
-          if (!was_lost) mark_lost(*h, proto.not_held_reason());
+          if (!was_lost) mark_lost(*h, seen.value_or(proto.not_held_reason()));
           drop_lost_level(*h);
           return done(errc::lock_lost);
         }
@@ -896,7 +913,9 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           erase(h.get());
         } else {
           h->levels.pop_back();
-          reschedule(*h);
+          // Levels remain, so the renewal's "gone" was not this unlock's doing.
+          lost_now();
+          if (!h->lost) reschedule(*h);
         }
         done({});
       });
@@ -1063,10 +1082,15 @@ void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, c
         h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
       }
       reschedule(h);
-    } else if (res == 0) {
-      mark_lost(h, lost_reason::deleted);
-    } else if (res == 2 || res == 3) {
-      mark_lost(h, lost_reason::taken);
+    } else if (res == 0 || res == 2 || res == 3) {
+      auto why = res == 0 ? lost_reason::deleted : lost_reason::taken;
+      // An unlock of this hold is out (on the lane, it may have run before this renewal): its
+      // reply decides. The hold is not rescheduled; the unlock's completion ends it either way.
+      if (h.releasing > 0) {
+        if (!h.loss_seen) h.loss_seen = why;
+        continue;
+      }
+      mark_lost(h, why);
     } else if (now >= h.valid_until) {
       mark_lost(h, lost_reason::expired);
     } else if (ctx.verify_only) {

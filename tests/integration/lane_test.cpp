@@ -198,6 +198,64 @@ TEST_F(lane_test, a_lock_taken_on_the_lane_is_renewed_and_released_as_any_other)
   EXPECT_EQ(server().client()({"EXISTS", "lane-renewed"}).integer, 0);
 }
 
+// The watchdog renews on the I/O thread's connection while the caller's unlock is on the lane, so
+// the server can run the unlock first and the renewal then finds the lock gone. That "gone" is the
+// unlock's doing: not a loss, no on_lost, and the unlock succeeds. The proxy makes the order certain:
+// the unlock runs but its reply is held while a renewal runs after it and is answered.
+TEST_F(lane_test, a_renewal_that_runs_after_a_lane_unlock_is_not_a_loss) {
+  fault_proxy proxy(server().port());
+  config conf = cfg(proxy.port());
+  conf.watchdog_timeout = 600ms;  // renewed every 200 ms
+  conf.request_timeout = 5s;      // the held reply must not time out
+  client c(conf);
+  ASSERT_TRUE(lane_in_use(c));
+  ASSERT_EQ(proxy.accepted(), 2u) << "the command connection (0) and the lane (1)";
+  const std::uint64_t lane = 1;
+
+  auto l = c.lock("lane-race");
+  l.lock();  // the server caches the scripts: then an unlock is one request and one reply
+  l.unlock();
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info&) { ++lost; });
+  std::promise<void> locked, go;
+  std::promise<std::error_code> unlocked;
+  auto go_f = go.get_future();
+  std::thread t([&] {
+    l.lock();  // with the watchdog
+    locked.set_value();
+    go_f.wait();
+    std::error_code ec;
+    l.unlock(ec);
+    unlocked.set_value(ec);
+  });
+  locked.get_future().wait();
+  // One renewal first: the renew script is then cached, so a renewal is one request and one reply.
+  auto renewed = c.stats().renewed_locks;
+  ASSERT_TRUE(eventually([&] { return c.stats().renewed_locks > renewed; }));
+
+  proxy.hold_replies(lane, true);
+  auto on_lane = c.stats().lane_requests;
+  go.set_value();
+  auto result = unlocked.get_future();
+  ASSERT_TRUE(eventually([&] { return c.stats().lane_requests > on_lane; })) << "the unlock goes on the lane";
+  ASSERT_TRUE(eventually([&] { return server().client()({"EXISTS", "lane-race"}).integer == 0; }))
+      << "the unlock ran";
+  // A renewal sent from now on runs after the unlock; a PING behind it on the same connection comes
+  // back after its verdict was taken.
+  auto calls = c.stats().renew_calls;
+  ASSERT_TRUE(eventually([&] { return c.stats().renew_calls > calls; }));
+  c.ping();
+  EXPECT_EQ(lost.load(), 0) << "a renewal that ran after the unlock reported the hold lost";
+  EXPECT_EQ(result.wait_for(0s), std::future_status::timeout) << "the unlock's reply is still held";
+
+  proxy.hold_replies(lane, false);
+  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
+  EXPECT_FALSE(result.get()) << "the unlock released the lock";
+  t.join();
+  EXPECT_EQ(lost.load(), 0);
+  EXPECT_EQ(c.stats().watched_locks, 0u);
+}
+
 TEST_F(lane_test, closing_the_client_wakes_a_caller_waiting_on_its_lane) {
   config conf = cfg();
   conf.request_timeout = 10s;  // the close, not the timeout, must end the call

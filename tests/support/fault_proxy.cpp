@@ -73,6 +73,7 @@ struct fault_proxy::pair {
     std::size_t queued = 0;
   };
   side client, server;
+  std::uint64_t number = 0;  // accepted() before this connection was accepted
   bool dead = false;
 };
 
@@ -121,6 +122,9 @@ void fault_proxy::set_latency(ms to_server, ms to_client) {
   post({command::latency, to_server.count(), to_client.count()});
 }
 void fault_proxy::stall(bool on) { post({command::stall, on ? 1 : 0}); }
+void fault_proxy::hold_replies(std::uint64_t connection, bool on) {
+  post({command::hold_replies, static_cast<long long>(connection), on ? 1 : 0});
+}
 void fault_proxy::drop_all() { post({command::drop_all}); }
 void fault_proxy::lose_next_reply() { post({command::lose_reply}); }
 void fault_proxy::blackhole(bool on) { post({command::blackhole, on ? 1 : 0}); }
@@ -147,6 +151,10 @@ void fault_proxy::apply(const command& c) {
       break;
     case command::stall:
       stalled_ = c.a != 0;
+      break;
+    case command::hold_replies:
+      if (c.b != 0) held_.insert(static_cast<std::uint64_t>(c.a));
+      else held_.erase(static_cast<std::uint64_t>(c.a));
       break;
     case command::lose_reply:
       lose_reply_ = true;
@@ -189,8 +197,9 @@ void fault_proxy::run() noexcept {
     fds.push_back({wake_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
     int timeout = -1;
-    auto consider = [&](const pair::side& s) -> short {
-      if (stalled_ || s.to.empty()) return 0;
+    auto held = [&](const pair& p, const pair::side& s) { return &s == &p.client && held_.count(p.number) != 0; };
+    auto consider = [&](const pair& p, const pair::side& s) -> short {
+      if (stalled_ || s.to.empty() || held(p, s)) return 0;
       if (s.to.front().due <= now) return POLLOUT;
       auto left = std::chrono::ceil<ms>(s.to.front().due - now).count();
       int t = static_cast<int>(std::clamp<long long>(left, 1, 1 << 30));
@@ -198,7 +207,7 @@ void fault_proxy::run() noexcept {
       return 0;
     };
     for (auto& p : pairs_) {
-      short ce = consider(p->client), se = consider(p->server);
+      short ce = consider(*p, p->client), se = consider(*p, p->server);
       // Read a side unless it closed, or the other direction has too much buffered.
       if (!p->client.eof && p->server.queued < max_buffered) ce |= POLLIN;
       if (!p->server.eof && p->client.queued < max_buffered) se |= POLLIN;
@@ -269,7 +278,7 @@ void fault_proxy::run() noexcept {
         changed = true;
       };
       if (re & POLLOUT) {
-        while (!self.to.empty() && self.to.front().due <= now && !stalled_) {
+        while (!self.to.empty() && self.to.front().due <= now && !stalled_ && !held(*p, self)) {
           auto& c = self.to.front();
           ssize_t w = ::send(self.fd, c.data.data() + c.off, c.data.size() - c.off, MSG_NOSIGNAL);
           if (w < 0) {
@@ -327,7 +336,7 @@ void fault_proxy::run() noexcept {
       for (;;) {
         int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (c < 0) break;
-        ++accepted_;
+        std::uint64_t number = accepted_++;
         changed = true;
         if (refuse_) {
           reset_fd(c);
@@ -352,6 +361,7 @@ void fault_proxy::run() noexcept {
         auto p = std::make_unique<pair>();
         p->client.fd = c;
         p->server.fd = s;
+        p->number = number;
         pairs_.push_back(std::move(p));
         live_ = pairs_.size();
       }

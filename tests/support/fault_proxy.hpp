@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -57,6 +58,10 @@ class fault_proxy {
   /// While stalled, bytes are still read from both sides (the peers see their writes succeed) and
   /// buffered, but nothing is forwarded in either direction. Un-stalling forwards the buffer.
   void stall(bool on);
+  /// While on, the server's bytes for one connection (numbered from 0 in the order the proxy
+  /// accepted them; see `accepted()`) are read and buffered but not passed to the client: its
+  /// commands run, and their replies wait. Off forwards the buffer. Other connections go on.
+  void hold_replies(std::uint64_t connection, bool on);
   /// Resets every current connection pair (SO_LINGER 0 then close: both peers see RST); bytes still
   /// buffered in the proxy are discarded. New connections are accepted as usual.
   void drop_all();
@@ -93,7 +98,7 @@ class fault_proxy {
  private:
   struct pair;
   struct command {
-    enum kind { latency, stall, drop_all, lose_reply, blackhole, refuse, stop } what;
+    enum kind { latency, stall, hold_replies, drop_all, lose_reply, blackhole, refuse, stop } what;
     long long a = 0, b = 0;
   };
 
@@ -122,6 +127,7 @@ class fault_proxy {
   std::vector<std::unique_ptr<pair>> pairs_;
   std::vector<int> holes_fds_;
   ms lat_up_{0}, lat_down_{0};
+  std::set<std::uint64_t> held_;  // connections whose replies are held (hold_replies)
   bool stalled_ = false, lose_reply_ = false, blackhole_ = false, refuse_ = false, stop_ = false;
 
   std::thread thread_;
