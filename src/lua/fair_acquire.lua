@@ -53,14 +53,26 @@ if free and (not head or head == me) then
     -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
     -- not below now + lease (nobody is dead before the new holder's lease could end), and a
     -- deadline never grows (a dead waiter blocks no longer than Redisson would let it).
+    -- One ZADD per 256 waiters, not one per waiter: this runs on every hand-off, inside the
+    -- woken waiter's acquisition (16 owners: 1 call instead of 15).
     local floor = now + lease
     local rest = redis.call('zrange', deadlines, 0, -1, 'WITHSCORES')
+    local moved, n = {}, 0
     for i = 1, #rest, 2 do
       local old = tonumber(rest[i + 1])
       local d = old - allowance
       if d < floor then d = math.min(old, floor) end
-      redis.call('zadd', deadlines, string.format('%d', d), rest[i])
+      if d ~= old then
+        moved[n + 1] = string.format('%d', d)
+        moved[n + 2] = rest[i]
+        n = n + 2
+        if n == 512 then
+          redis.call('zadd', deadlines, unpack(moved, 1, n))
+          n = 0
+        end
+      end
     end
+    if n > 0 then redis.call('zadd', deadlines, unpack(moved, 1, n)) end
   end
   redis.call('hset', name, me, '1')
   redis.call('pexpire', name, ARGV[1])

@@ -424,6 +424,31 @@ TEST_F(family_scripts_test, fair_testAcquireFailedTimeoutDrift_Descrete_cancel_w
   EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0);
 }
 
+// A grant from the queue moves every other deadline up in ZADD calls of at most 256 waiters: a queue
+// longer than that moves them all, and by the same arithmetic.
+TEST_F(family_scripts_test, fair_a_grant_moves_every_deadline_of_a_long_queue) {
+  ours o{server().client(), "f-long"};
+  const std::string holder = peer::new_client_id() + ":0";
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 5000).is_nil());
+  std::vector<std::string> ws;
+  for (int k = 0; k < 600; ++k) {
+    ws.push_back(peer::new_client_id() + ":" + str(k));
+    ASSERT_TRUE(o.fair_acquire(ws.back(), 30000, 5000).is_integer()) << k;
+  }
+  auto before = scores(o.deadlines);
+  ASSERT_EQ(before.size(), ws.size());
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+  ASSERT_TRUE(o.fair_acquire(ws[0], 30000, 5000).is_nil());
+  auto after = scores(o.deadlines);
+  ASSERT_EQ(after.size(), ws.size() - 1);
+  for (std::size_t i = 0; i < after.size(); ++i) {
+    // Sorted by deadline both times: waiter i + 1 before, i after, each 5 s sooner (none below
+    // now + lease: every deadline is at least 35 s out).
+    EXPECT_EQ(after[i].first, before[i + 1].first) << i;
+    EXPECT_EQ(after[i].second, before[i + 1].second - 5000) << i;
+  }
+}
+
 TEST_F(family_scripts_test, fair_testLockAcquiredBooleanTimeoutDrift_an_acquirer_with_another_allowance_kills_no_one) {
   // A waiter queued by tryLock(1 s) that later takes the lock with tryLock() (mode A, W = 300 s):
   // Redisson takes 300 s off every other deadline, so the live waiter behind it is dead at once
