@@ -86,7 +86,8 @@ class subscription {
 
 /// The connection to one Redis server, and the factory of locks on it.
 ///
-/// A client owns two connections (commands, and pub/sub for the lock waiters), the watchdog that
+/// A client owns two connections per node (commands, and pub/sub for the lock waiters), plus a
+/// third once a thread makes blocking calls alone (the lane, `config::sync_lane`), the watchdog that
 /// renews its locks, and one I/O thread that runs them all (or a strand on an executor you give
 /// it). Commands issued concurrently from any number of threads are pipelined: everything queued
 /// goes out in one write. The client connects in the background from construction and reconnects

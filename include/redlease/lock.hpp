@@ -56,8 +56,10 @@ struct lost_info {
   std::string detail;
 };
 
-/// Callback for a lost lock. Runs once per lost hold, on the client's I/O thread: it must not block
-/// (blocking calls there fail with `errc::would_deadlock`). An exception it throws is reported
+/// Callback for a lost lock. Runs once per lost hold, on the client's I/O thread, or on a blocking
+/// caller's thread while that caller stands in for it (an unlock on the lane that finds the lock
+/// gone; `config::sync_lane`); never at the same time as the client's other handlers. It must not
+/// block (blocking calls there fail with `errc::would_deadlock`). An exception it throws is reported
 /// through `config::on_error`; nothing else is affected.
 using lost_handler = std::function<void(const lost_info&)>;
 

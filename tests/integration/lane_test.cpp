@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -199,61 +200,112 @@ TEST_F(lane_test, a_lock_taken_on_the_lane_is_renewed_and_released_as_any_other)
 }
 
 // The watchdog renews on the I/O thread's connection while the caller's unlock is on the lane, so
-// the server can run the unlock first and the renewal then finds the lock gone. That "gone" is the
-// unlock's doing: not a loss, no on_lost, and the unlock succeeds. The proxy makes the order certain:
-// the unlock runs but its reply is held while a renewal runs after it and is answered.
-TEST_F(lane_test, a_renewal_that_runs_after_a_lane_unlock_is_not_a_loss) {
-  fault_proxy proxy(server().port());
-  config conf = cfg(proxy.port());
-  conf.watchdog_timeout = 600ms;  // renewed every 200 ms
-  conf.request_timeout = 5s;      // the held reply must not time out
-  client c(conf);
-  ASSERT_TRUE(lane_in_use(c));
-  ASSERT_EQ(proxy.accepted(), 2u) << "the command connection (0) and the lane (1)";
-  const std::uint64_t lane = 1;
+// the server can run the unlock first and the renewal then finds the lock gone. The proxy makes that
+// order certain: the unlock runs but its reply is held while a renewal sent after it is answered.
+struct held_unlock {
+  bool renewal_after_unlock_sent = false;  // no renewal went out between the deletion and the unlock
+  std::size_t lost_while_held = 0;         // on_lost calls before the unlock's reply came
+  std::error_code unlock;
+  std::vector<lost_reason> lost;
+  std::uint64_t watched_after = 0;
+};
 
-  auto l = c.lock("lane-race");
-  l.lock();  // the server caches the scripts: then an unlock is one request and one reply
-  l.unlock();
-  std::atomic<int> lost{0};
-  l.on_lost([&](const lost_info&) { ++lost; });
-  std::promise<void> locked, go;
-  std::promise<std::error_code> unlocked;
-  auto go_f = go.get_future();
-  std::thread t([&] {
-    l.lock();  // with the watchdog
-    locked.set_value();
-    go_f.wait();
-    std::error_code ec;
-    l.unlock(ec);
-    unlocked.set_value(ec);
-  });
-  locked.get_future().wait();
-  // One renewal first: the renew script is then cached, so a renewal is one request and one reply.
-  auto renewed = c.stats().renewed_locks;
-  ASSERT_TRUE(eventually([&] { return c.stats().renewed_locks > renewed; }));
+class lane_race_test : public lane_test {
+ protected:
+  // `delete_first`: the key is deleted (a real loss) before the unlock is sent.
+  held_unlock unlock_while_a_renewal_runs(const std::string& name, bool delete_first) {
+    held_unlock out;
+    fault_proxy proxy(server().port());
+    config conf = cfg(proxy.port());
+    conf.watchdog_timeout = 1500ms;  // renewed every 500 ms: the steps below take a few ms
+    conf.request_timeout = 5s;       // the held reply must not time out
+    client c(conf);
+    EXPECT_TRUE(lane_in_use(c));
+    EXPECT_EQ(proxy.accepted(), 2u) << "the command connection (0) and the lane (1)";
+    const std::uint64_t lane = 1;
 
-  proxy.hold_replies(lane, true);
-  auto on_lane = c.stats().lane_requests;
-  go.set_value();
-  auto result = unlocked.get_future();
-  ASSERT_TRUE(eventually([&] { return c.stats().lane_requests > on_lane; })) << "the unlock goes on the lane";
-  ASSERT_TRUE(eventually([&] { return server().client()({"EXISTS", "lane-race"}).integer == 0; }))
-      << "the unlock ran";
-  // A renewal sent from now on runs after the unlock; a PING behind it on the same connection comes
-  // back after its verdict was taken.
-  auto calls = c.stats().renew_calls;
-  ASSERT_TRUE(eventually([&] { return c.stats().renew_calls > calls; }));
-  c.ping();
-  EXPECT_EQ(lost.load(), 0) << "a renewal that ran after the unlock reported the hold lost";
-  EXPECT_EQ(result.wait_for(0s), std::future_status::timeout) << "the unlock's reply is still held";
+    auto l = c.lock(name);
+    l.lock();  // the server caches the scripts: then an unlock is one request and one reply
+    l.unlock();
+    std::mutex mu;
+    l.on_lost([&](const lost_info& i) {
+      std::lock_guard<std::mutex> g(mu);
+      out.lost.push_back(i.reason);
+    });
+    auto lost_count = [&] {
+      std::lock_guard<std::mutex> g(mu);
+      return out.lost.size();
+    };
+    std::promise<void> locked, go;
+    std::promise<std::error_code> unlocked;
+    auto go_f = go.get_future();
+    auto result = unlocked.get_future();
+    std::thread t([&] {
+      l.lock();  // with the watchdog
+      locked.set_value();
+      go_f.wait();
+      std::error_code ec;
+      l.unlock(ec);
+      unlocked.set_value(ec);
+    });
+    locked.get_future().wait();
+    auto renewed = c.stats().renewed_locks;
+    EXPECT_TRUE(eventually([&] { return c.stats().renewed_locks > renewed; }));
 
-  proxy.hold_replies(lane, false);
-  ASSERT_EQ(result.wait_for(5s), std::future_status::ready);
-  EXPECT_FALSE(result.get()) << "the unlock released the lock";
-  t.join();
-  EXPECT_EQ(lost.load(), 0);
-  EXPECT_EQ(c.stats().watched_locks, 0u);
+    proxy.hold_replies(lane, true);
+    auto calls = c.stats().renew_calls;
+    if (delete_first) server().client()({"DEL", name});
+    auto on_lane = c.stats().lane_requests;
+    go.set_value();
+    EXPECT_TRUE(eventually([&] { return c.stats().lane_requests > on_lane; })) << "the unlock goes on the lane";
+    if (delete_first) {
+      out.renewal_after_unlock_sent = c.stats().renew_calls == calls;
+    } else {
+      EXPECT_TRUE(eventually([&] { return server().client()({"EXISTS", name}).integer == 0; })) << "the unlock ran";
+      out.renewal_after_unlock_sent = true;
+    }
+    // A renewal sent from now on runs after the unlock; a PING behind it on the same connection
+    // comes back after its verdict was taken.
+    auto sent = c.stats().renew_calls;
+    EXPECT_TRUE(eventually([&] { return c.stats().renew_calls > sent; }));
+    c.ping();
+    out.lost_while_held = lost_count();
+    EXPECT_EQ(result.wait_for(0s), std::future_status::timeout) << "the unlock's reply is still held";
+
+    proxy.hold_replies(lane, false);
+    if (result.wait_for(5s) == std::future_status::ready) {
+      out.unlock = result.get();
+    } else {
+      ADD_FAILURE() << "the unlock did not return";
+      c.close();  // wakes it
+    }
+    t.join();
+    out.watched_after = c.stats().watched_locks;
+    return out;
+  }
+};
+
+// The renewal's "gone" was the unlock's doing: not a loss, no on_lost, and the unlock succeeds.
+TEST_F(lane_race_test, a_renewal_that_runs_after_a_lane_unlock_is_not_a_loss) {
+  auto r = unlock_while_a_renewal_runs("lane-race", false);
+  EXPECT_EQ(r.lost_while_held, 0u) << "a renewal that ran after the unlock reported the hold lost";
+  EXPECT_FALSE(r.unlock) << "the unlock released the lock: " << r.unlock.message();
+  EXPECT_TRUE(r.lost.empty());
+  EXPECT_EQ(r.watched_after, 0u);
+}
+
+// A lock really lost while its unlock is out is still reported: the renewal's verdict waits for the
+// unlock's reply, which finds nothing, and on_lost says the key was deleted.
+TEST_F(lane_race_test, a_lock_deleted_before_a_lane_unlock_is_still_reported_lost) {
+  auto r = unlock_while_a_renewal_runs("lane-race-deleted", true);
+  // A renewal that ran between the deletion and the unlock's write reports it at once; otherwise
+  // the report waits for the unlock's reply.
+  if (r.renewal_after_unlock_sent) {
+    EXPECT_EQ(r.lost_while_held, 0u) << "the verdict waits for the unlock";
+  }
+  EXPECT_EQ(r.unlock, errc::lock_lost) << r.unlock.message();
+  EXPECT_EQ(r.lost, std::vector<lost_reason>{lost_reason::deleted});
+  EXPECT_EQ(r.watched_after, 0u);
 }
 
 TEST_F(lane_test, closing_the_client_wakes_a_caller_waiting_on_its_lane) {
