@@ -163,9 +163,13 @@ tls_failure classify_handshake_failure(std::error_code ec, tls_stream& s, const 
 
 tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where) {
   if (client_certificate_alert(ssl_reason(ec))) return client_certificate_failure(o, where, openssl_words(ec));
-  // With TLS 1.3 a server that wanted a certificate and got none may just close after the handshake.
-  if (closed_by_peer(ec) && o.cert_file.empty())
-    return client_certificate_failure(o, where, "it closed the connection right after the TLS handshake");
+  // With TLS 1.3 the server checks the client's certificate only after the handshake. Its alert can
+  // be lost: when our first request is still unread as it closes, the kernel sends a reset, and the
+  // reset discards the alert waiting in our receive buffer. So a close before any reply is read as
+  // the certificate refused, whether or not one was configured.
+  if (closed_by_peer(ec))
+    return client_certificate_failure(o, where,
+                                      "it closed the connection right after the TLS handshake, before any reply");
   return {errc::connect_failed, "TLS connection to " + where + " failed after the handshake: " + openssl_words(ec)};
 }
 

@@ -45,7 +45,8 @@ tls_failure classify_handshake_failure(std::error_code ec, tls_stream& s, const 
 
 /// Why a TLS connection failed after its handshake and before the server answered anything (the
 /// Redis handshake's first reply): a server that demands a client certificate checks it only now
-/// with TLS 1.3 and sends an alert or closes. Otherwise `connect_failed`.
+/// with TLS 1.3 and sends an alert or closes (a reset can discard the alert, so a close before any
+/// reply counts as the certificate missing or refused). Otherwise `connect_failed`.
 tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where);
 
 /// Bytes the server sent on `s` so far (handshake included).

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of how a TLS connection that fails after its handshake, before any reply, is explained
+// (src/net/tls.hpp), without a server: the integration tests cannot force the order in which a
+// server's alert and its reset reach us.
+#include <gtest/gtest.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include <asio/error.hpp>
+#include <asio/ssl/error.hpp>
+#include <string>
+
+#include "net/tls.hpp"
+#include "redlease/error.hpp"
+
+namespace redlease::detail {
+namespace {
+
+std::error_code alert(int reason) {
+  return {static_cast<int>(ERR_PACK(ERR_LIB_SSL, 0, reason)), asio::error::get_ssl_category()};
+}
+
+tls_options with_certificate() {
+  tls_options o;
+  o.cert_file = "/etc/client.crt";
+  o.key_file = "/etc/client.key";
+  return o;
+}
+
+TEST(tls_classify_test, an_alert_for_a_missing_certificate_says_to_configure_one) {
+  auto f = classify_failure_after_handshake(alert(SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED), {}, "h:1");
+  EXPECT_EQ(f.code, errc::tls_client_certificate_required);
+  EXPECT_NE(f.text.find("none is configured"), std::string::npos) << f.text;
+  EXPECT_NE(f.text.find("--cert"), std::string::npos) << f.text;
+}
+
+TEST(tls_classify_test, an_alert_for_an_untrusted_certificate_names_the_file) {
+  auto f = classify_failure_after_handshake(alert(SSL_R_TLSV1_ALERT_UNKNOWN_CA), with_certificate(), "h:1");
+  EXPECT_EQ(f.code, errc::tls_client_certificate_required);
+  EXPECT_NE(f.text.find("rejected the client certificate /etc/client.crt"), std::string::npos) << f.text;
+}
+
+// The server's alert is lost when it resets the connection with our first request unread.
+TEST(tls_classify_test, a_reset_before_any_reply_is_the_certificate_refused_even_when_one_is_set) {
+  for (std::error_code ec : {std::error_code(asio::error::connection_reset), std::error_code(asio::error::eof),
+                             std::error_code(asio::ssl::error::stream_truncated)}) {
+    auto none = classify_failure_after_handshake(ec, {}, "h:1");
+    EXPECT_EQ(none.code, errc::tls_client_certificate_required) << ec.message();
+    EXPECT_NE(none.text.find("none is configured"), std::string::npos) << none.text;
+    auto set = classify_failure_after_handshake(ec, with_certificate(), "h:1");
+    EXPECT_EQ(set.code, errc::tls_client_certificate_required) << ec.message();
+    EXPECT_NE(set.text.find("rejected the client certificate"), std::string::npos) << set.text;
+    EXPECT_NE(set.text.find("before any reply"), std::string::npos) << set.text;
+  }
+}
+
+TEST(tls_classify_test, other_failures_after_the_handshake_are_connect_failed) {
+  auto f = classify_failure_after_handshake(std::error_code(asio::error::timed_out), with_certificate(), "h:1");
+  EXPECT_EQ(f.code, errc::connect_failed);
+  EXPECT_NE(f.text.find("h:1"), std::string::npos) << f.text;
+}
+
+}  // namespace
+}  // namespace redlease::detail
