@@ -163,6 +163,15 @@ struct config {
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
   /// this often. Not used while keyspace notifications deliver the key's del/expired events.
   std::chrono::milliseconds mutex_poll_cap{100};
+  /// How long a waiter queued for a fair lock keeps its place after each of its calls: the
+  /// allowance it declares in the queue (Redisson's `fairLockWaitTimeout`, 300 s), or its own wait
+  /// when that is shorter. A live waiter calls again at least every `mutex_poll_cap`, so this does
+  /// not end a live wait; it bounds how long a waiter whose process died (or that lost its server)
+  /// blocks the queue once it reaches the head: its holder's remaining lease when it queued, plus
+  /// this. Redisson's waiters do not call again, so it must use 300 s. Also the clock skew between
+  /// clients that the queue tolerates (its deadlines are client epoch ms). Clamped to
+  /// [max(1 s, 3 * mutex_poll_cap), 300 s].
+  std::chrono::milliseconds queue_allowance{30000};
 
   /// How blocking calls wait for their reply (see `sync_wait_policy`).
   sync_wait_policy sync_wait = sync_wait_policy::latency_first;

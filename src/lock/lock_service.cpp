@@ -114,7 +114,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   std::shared_ptr<lost_slot> slot;
   std::string id;  // mutex only: this attempt's token (a reentrant field derives from the owner)
   bool fenced = false;  // each grant also takes a fencing token
-  ms allowance{0};      // the whole wait (0: without limit), for kinds that declare it (fair lock)
+  ms allowance{0};      // the place kept in a queue after each call, for kinds that declare it (fair lock)
   bool queue = true;    // false for one attempt without waiting (a fair lock does not queue it)
   bool_handler done;
   asio::steady_timer timer;
@@ -310,6 +310,18 @@ bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
   return true;
 }
 
+// A queued waiter calls again at least every poll cap, so its declared allowance need not cover its
+// whole wait: it only has to outlast the gap between two calls. Kept short, it bounds how long a
+// waiter that died without giving up blocks everyone behind it. A zero wait (one attempt, never
+// queued) declares none.
+ms lock_service::queue_allowance(std::optional<ms> wait) const {
+  if (wait && wait->count() == 0) return ms(0);
+  const auto& cfg = c_.cfg();
+  const ms floor = std::max<ms>(ms(1000), 3 * cfg.mutex_poll_cap);
+  const ms cap = std::max(floor, std::min<ms>(cfg.queue_allowance, ms(300000)));
+  return wait ? std::min(*wait, cap) : cap;
+}
+
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
                            bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced) {
@@ -336,7 +348,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->next_delay = how.initial;
   w->done = std::move(h);
   w->fenced = fenced;
-  if (wait) w->allowance = *wait;
+  w->allowance = queue_allowance(wait);
   w->queue = !(wait && wait->count() == 0);
   if (protocol_of(kind).per_attempt_id()) w->id = random_token();
   if (cancel) cancel->waiter = w;

@@ -24,7 +24,7 @@ struct acquire_request {
   std::string_view id;     // this attempt's random id (kinds with `per_attempt_id`)
   ms lease{0};
   bool fenced = false;     // return a fencing token with the grant
-  ms allowance{0};         // how long this acquisition may wait in all (fair lock: its queue allowance)
+  ms allowance{0};         // the place kept in a queue after each call (fair lock); 0: never queued
   bool queue = false;      // the acquisition waits if it does not get the lock (fair lock: join the queue)
 };
 

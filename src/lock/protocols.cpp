@@ -186,8 +186,8 @@ long long epoch_ms() {
       .count();
 }
 
-// The wait a fair-lock waiter declares (its place in the queue is kept that long after each call):
-// its wait, or Redisson's 300 s for an unbounded one.
+// The allowance a fair-lock waiter declares (its place in the queue is kept that long after each
+// call), from the engine; a single attempt that never queues declares Redisson's 300 s.
 long long allowance_of(const acquire_request& r) {
   return r.allowance.count() > 0 && r.allowance < ms(300000) ? r.allowance.count() : 300000;
 }

@@ -5,9 +5,14 @@
 // queue, the watchdog renews it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
+#include <iostream>
+#include <memory>
 #include <mutex>
 #include <thread>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 #include "redisson_peer.hpp"
 
@@ -102,6 +107,50 @@ TEST_F(fair_lock_test, a_redisson_waiter_is_handed_the_lock_by_our_unlock_on_its
   t.join();
   EXPECT_TRUE(got.load());
   EXPECT_LT(ms_since(t0), 2000);
+}
+
+// A waiter whose process dies while it is queued cannot give up its place. It blocks the queue
+// until its deadline: with Redisson's allowance (300 s) that would fail the wait below; with ours
+// (config::queue_allowance, here 1 s) its deadline is about the holder's 1 s lease plus 1 s.
+TEST_F(fair_lock_test, a_waiter_that_died_in_the_queue_blocks_it_for_its_allowance_not_five_minutes) {
+  const std::string name = "fair:dead-head";
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock(1000ms);
+  std::promise<std::error_code> dead_done;
+  fault_proxy proxy(server().port());
+  config dc = cfg();
+  dc.port = proxy.port();
+  dc.queue_allowance = 1000ms;
+  auto dead = std::make_unique<client>(dc);
+  auto dl = dead->fair_lock(name);
+  dl.async_lock(1, [&](std::error_code ec) { dead_done.set_value(ec); });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
+  // It "dies": from now on nothing it sends reaches the server (no call again, no give-up).
+  proxy.stall(true);
+  client ours(cfg());
+  std::atomic<bool> got{false};
+  std::atomic<long long> took{-1};
+  std::thread t([&] {
+    auto l = ours.fair_lock(name);
+    auto t0 = steady::now();
+    got = l.try_lock(30000ms);
+    took = ms_since(t0);
+    if (got) l.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 2; }));
+  h.unlock();  // hands the lock to the dead head, which never takes it
+  t.join();
+  EXPECT_TRUE(got.load()) << "the dead head blocked the queue for the whole wait";
+  EXPECT_LT(took.load(), 10000) << "the dead head was purged late";
+  std::cout << "[ fair ] the waiter behind a dead head got the lock after " << took.load() << " ms\n";
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(deadlines(name), 0);
+  // Closing the dead client completes its wait (with an error: it never got the lock).
+  dead.reset();
+  auto f = dead_done.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
 }
 
 TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_its_tokens_continue_the_reentrant_sequence) {
