@@ -468,9 +468,11 @@ class mutex : public detail::lock_handle {
 /// waiter's own channel `redisson_lock__channel:{name}:<owner field>`. Waiters are served in the
 /// order they queued, across redlease and Redisson clients; a waiter that gives up (timeout,
 /// cancellation, error) leaves the queue; dead waiters (past their deadline) are purged by the next
-/// acquisition. docs/lock-kinds.md has the layout and what differs from Redisson (no tight retry on
-/// a zero wait, the right allowance when a wait ends). Fencing tokens share the reentrant lock's
-/// sequence (`redisson_lock_token:{name}`).
+/// acquisition. A waiter keeps its place by calling again (at least every `config::mutex_poll_cap`);
+/// one whose process died blocks the queue until its deadline, which `config::queue_allowance`
+/// bounds (about its turn plus 30 s, not Redisson's 300 s). docs/lock-kinds.md has the layout and
+/// what differs from Redisson (no tight retry on a zero wait, the right allowance when a wait ends).
+/// Fencing tokens share the reentrant lock's sequence (`redisson_lock_token:{name}`).
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class fair_lock : public detail::lock_handle {
