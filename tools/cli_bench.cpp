@@ -374,7 +374,7 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
       auto t1 = steady::now();
       auto tr = bench::pump(rc, rel.payload, rel.offsets, W, C, record ? &lat_r : nullptr);
       auto t2 = steady::now();
-      if ((fenced ? ta.array : ta.nil) != k)
+      if ((fenced ? ta.bulk : ta.nil) != k)
         throw std::runtime_error("ceiling: acquire script did not acquire: " +
                                  (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
       if (tr.integer != k || tr.int_sum != static_cast<long long>(k))

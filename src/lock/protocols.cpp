@@ -48,8 +48,7 @@ std::string tagged(std::string_view prefix, std::string_view name) {
   return out;
 }
 
-// A grant: nil (plain scripts) or a one-element array holding the fencing token; contention: the
-// holder's PTTL.
+// A grant: nil (plain scripts) or the fencing token in decimal digits; contention: the holder's PTTL.
 acquire_result decode_grant_or_pttl(const reply& r) {
   acquire_result out;
   if (r.is_nil()) {
@@ -57,9 +56,14 @@ acquire_result decode_grant_or_pttl(const reply& r) {
   } else if (r.is_integer()) {
     out.what = acquire_result::kind::busy;
     out.pttl = r.integer;
-  } else if (r.is_array() && r.elements.size() == 1 && r.elements[0].is_integer() && r.elements[0].integer > 0) {
-    out.what = acquire_result::kind::granted;
-    out.token = static_cast<std::uint64_t>(r.elements[0].integer);
+  } else if (r.is_string()) {
+    // A fenced grant: the token in decimal digits, above 0. Anything else is a bad reply.
+    std::uint64_t token = 0;
+    auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), token);
+    if (e == std::errc() && p == r.str.data() + r.str.size() && token > 0) {
+      out.what = acquire_result::kind::granted;
+      out.token = token;
+    }
   }
   return out;
 }

@@ -23,9 +23,9 @@
 --   timer);
 -- * the wait is never 0 or negative: a queued caller that finds the lock free behind another head
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
--- Fencing (optional): with KEYS[4] the token key, a grant returns {token} instead of nil: the
--- token is made as in fenced_acquire.lua (INCR; a missing key starts from the server's clock with a
--- 7-day TTL). A token key that does not hold a number is an error before anything is written.
+-- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
+-- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')

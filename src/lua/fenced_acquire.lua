@@ -3,7 +3,8 @@
 -- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
 -- A token key that does not hold an integer fails the script (INCR's error) before anything is
 -- written.
--- Returns {token} when acquired (or re-entered), else the lock's PTTL in ms (-1: no expiry).
+-- Returns the token (a bulk string of decimal digits) when acquired (or re-entered), else the lock's
+-- PTTL in ms (-1: no expiry).
 --
 -- The token: INCR of the token key, as Redisson's RFencedLock does (so Redisson's grants on the same
 -- name draw from the same sequence), but the key is not immortal: it is created holding the
@@ -22,6 +23,6 @@ if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[
   end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {token}
+  return string.format('%d', token)
 end
 return redis.call('pttl', KEYS[1])

@@ -1,7 +1,8 @@
 -- Acquire a mutex (SET NX PX with a random token) and get a fencing token.
 -- KEYS[1] lock name, KEYS[2] token key (redlease_mutex_token:{name})
 -- ARGV[1] this attempt's random token, ARGV[2] lease in ms
--- Returns {fencing token} when acquired, else the PTTL in ms (-1: no expiry). A lock key that is
+-- Returns the fencing token (a bulk string of decimal digits) when acquired, else the PTTL in ms
+-- (-1: no expiry). A lock key that is
 -- not a string is WRONGTYPE. The fencing token is made as in fenced_acquire.lua.
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
@@ -17,7 +18,7 @@ if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
     token = tonumber(t[1]) * 1000000 + tonumber(t[2])
     redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
   end
-  return {token}
+  return string.format('%d', token)
 end
 if redis.call('type', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')

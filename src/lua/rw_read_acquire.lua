@@ -12,9 +12,9 @@
 -- derived from KEYS[1] in the script, as Redisson does; it is in N's cluster slot by the hash tag.
 -- Unlike Redisson, a hash without "mode" (another kind of lock under this name) is contention, not
 -- taken over.
--- Fencing (optional): with KEYS[2] the token key, a grant returns {token} instead of nil: the
--- token is made as in fenced_acquire.lua (INCR; a missing key starts from the server's clock with a
--- 7-day TTL). A token key that does not hold a number is an error before anything is written.
+-- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
+-- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an error before anything is written.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 -- Numbers go to redis.call as strings: Lua turns a number into text with printf("%.14g"), which
