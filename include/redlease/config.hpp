@@ -161,11 +161,13 @@ struct config {
   /// Most keys renewed by one script call of the watchdog (Redisson: 100).
   std::size_t watchdog_batch_size = 256;
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
-  /// this often. Not used while keyspace notifications deliver the key's del/expired events.
+  /// this often. Not used while keyspace notifications deliver the key's del/expired events. The
+  /// head of a fair lock's queue re-checks this often too; a waiter behind it every ten of these,
+  /// at most a third of its queue allowance and of its lease (docs/lock-kinds.md).
   std::chrono::milliseconds mutex_poll_cap{100};
   /// How long a waiter queued for a fair lock keeps its place after each of its calls: the
   /// allowance it declares in the queue (Redisson's `fairLockWaitTimeout`, 300 s), or its own wait
-  /// when that is shorter. A live waiter calls again at least every `mutex_poll_cap`, so this does
+  /// when that is shorter. A live waiter calls again at least three times within it, so this does
   /// not end a live wait; it bounds how long a waiter whose process died (or that lost its server)
   /// blocks the queue once it reaches the head: its holder's remaining lease when it queued, plus
   /// this. Redisson's waiters do not call again, so it must use 300 s. Also the clock skew between

@@ -119,6 +119,7 @@ class lock_service {
   void attempt(const std::shared_ptr<waiter>& w, attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
   ms queue_allowance(std::optional<ms> wait) const;
+  ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
                     unique_function<void()> then = nullptr);

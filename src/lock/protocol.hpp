@@ -34,6 +34,9 @@ struct acquire_result {
   enum class kind { granted, busy, would_deadlock, bad } what = kind::bad;
   std::optional<long long> pttl;  // busy: the holder's remaining lease (-1: no expiry; empty: unknown)
   std::uint64_t token = 0;        // granted and fenced: the fencing token
+  // busy: the caller waits in a queue behind another waiter, which alone is handed the lock next
+  // (a fair lock): it need not watch for a free lock as often as a waiter at the head.
+  bool behind = false;
 };
 
 /// What one release sends (see release.lua for the reentrant meaning of each).
@@ -76,7 +79,9 @@ class lock_protocol {
   /// one owner's, which that owner's next wait reuses: no SUBSCRIBE and UNSUBSCRIBE per wait).
   virtual bool linger() const { return false; }
   /// Whether a waiter re-checks at least every `config::mutex_poll_cap` even without a message
-  /// (a holder of another library, or Redisson's give-up and delete, may wake nobody).
+  /// (a holder of another library, or Redisson's give-up and delete, may wake nobody). A waiter
+  /// whose last reply said it is `behind` another in a queue re-checks every ten caps instead, and
+  /// at least three times per queue allowance (lock_service::poll_interval).
   virtual bool poll_capped() const { return false; }
   /// What a waiter that gives up without the lock must tell the server (leave the fair lock's
   /// queue); nullptr: nothing. Also sent after the undo of a grant whose reply never came.

@@ -68,6 +68,19 @@ acquire_result decode_grant_or_pttl(const reply& r) {
   return out;
 }
 
+// The fair lock's acquire reply: as decode_grant_or_pttl, and a one-element array {t} is a wait of
+// t ms by a caller queued behind another waiter.
+acquire_result decode_fair_acquire(const reply& r) {
+  if (r.is_array() && r.elements.size() == 1 && r.elements[0].is_integer()) {
+    acquire_result out;
+    out.what = acquire_result::kind::busy;
+    out.pttl = r.elements[0].integer;
+    out.behind = true;
+    return out;
+  }
+  return decode_grant_or_pttl(r);
+}
+
 // The hash kinds' release reply (release.lua's contract): nil not held, 0 one hold less, 1 freed.
 release_result decode_count_release(const reply& r) {
   if (r.is_nil()) return release_result::not_held;
@@ -219,8 +232,9 @@ class fair_protocol final : public lock_protocol {
     a.add(r.lease.count()).add(r.field).add(allowance_of(r)).add(epoch_ms()).add(r.queue ? "1" : "0");
     a.add(channel(r.name)).add("publish");
   }
-  // nil: granted; otherwise the most ms to wait before calling again (-1: no expiry, a message only).
-  acquire_result decode_acquire(const reply& r) const override { return decode_grant_or_pttl(r); }
+  // nil (or a token): granted; otherwise the most ms to wait before calling again (-1: no expiry, a
+  // message only), as {t} when another waiter is ahead in the queue.
+  acquire_result decode_acquire(const reply& r) const override { return decode_fair_acquire(r); }
 
   const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::fair_release; }
   void encode_release(arg_list& a, const release_request& r) const override {

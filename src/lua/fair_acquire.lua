@@ -9,8 +9,12 @@
 -- try once (the queue is left as it is), ARGV[6] per-waiter channel prefix (redisson_lock__channel:{N}),
 -- ARGV[7] publish command ("publish" or "spublish")
 -- Returns nil when acquired (or re-entered). Otherwise the most ms to wait before calling again
--- (always >= 1), or -1 when the lock's key has no expiry (wait for a message only). A queued caller is
--- sent "0" on ARGV[6]..":"..ARGV[2] when it is the head and the lock is free.
+-- (always >= 1), or -1 when the lock's key has no expiry (wait for a message only): as an integer
+-- when the caller is at the head of the queue (or not queued), as a one-element array {t} when it
+-- is queued behind another waiter. Only the head is sent "0" on ARGV[6]..":"..ARGV[2] when the lock
+-- is free, and only the head must watch for a free lock nobody announced (a Redisson waiter's
+-- acquireFailed or delete() wakes nobody): a waiter behind it only has to call again within its
+-- allowance, so the client polls it less often (docs/lock-kinds.md).
 -- A key of another type raises WRONGTYPE from HEXISTS.
 --
 -- Same keys, values and deadline arithmetic as Redisson, except (see docs/lock-kinds.md):
@@ -25,7 +29,8 @@
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
 -- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an error before anything is written.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an
+-- error before anything is written.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
@@ -102,10 +107,16 @@ local function bound()
   return t
 end
 
+-- A queued caller with another waiter ahead of it says so: {t} instead of t.
+local function queued_reply()
+  if head and head ~= me then return {bound()} end
+  return bound()
+end
+
 local mine = redis.call('zscore', deadlines, me)
 if mine then
   if tonumber(mine) < now + allowance then redis.call('zadd', deadlines, string.format('%d', now + allowance), me) end
-  return bound()
+  return queued_reply()
 end
 if ARGV[5] ~= '1' then return bound() end
 local last = redis.call('lindex', queue, -1)
@@ -118,4 +129,4 @@ if base == nil then base = redis.call('pttl', name) end
 if redis.call('zadd', deadlines, string.format('%d', base + allowance + now), me) == 1 then
   redis.call('rpush', queue, me)
 end
-return bound()
+return queued_reply()

@@ -155,6 +155,91 @@ TEST_F(fair_lock_test, a_waiter_that_died_in_the_queue_blocks_it_for_its_allowan
   EXPECT_TRUE(f.get());
 }
 
+// Only the head of the queue can be handed the lock next, so only the head re-checks every
+// mutex_poll_cap for a free lock that nobody announced; the waiters behind it call about once a
+// second to keep their place. Before, each of N waiters called ten times a second.
+TEST_F(fair_lock_test, waiters_behind_the_head_poll_the_server_ten_times_less_and_are_still_served_in_order) {
+  const std::string name = "fair:many";
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock();
+  constexpr int n = 12;
+  client c(cfg());
+  auto l = c.fair_lock(name);
+  std::mutex mu;
+  std::vector<int> order;
+  std::atomic<int> done{0};
+  for (int i = 0; i < n; ++i) {
+    const owner_id owner = static_cast<owner_id>(i + 1);
+    l.async_lock(owner, [&, owner, i](std::error_code ec) {
+      if (!ec) {
+        std::lock_guard<std::mutex> g(mu);
+        order.push_back(i);
+      }
+      l.async_unlock(owner, [&](std::error_code) { ++done; });
+    });
+    ASSERT_TRUE(eventually([&] { return queued(name) == i + 1; })) << "waiter " << i << " did not queue";
+  }
+  auto evalsha_calls = [&] {
+    std::string stats = raw()({"INFO", "commandstats"}).str;
+    auto at = stats.find("cmdstat_evalsha:calls=");
+    return at == std::string::npos ? 0LL : std::stoll(stats.substr(at + 22));
+  };
+  // A window over which to count calls, not a wait for an event.
+  const long long before = evalsha_calls();
+  auto t0 = steady::now();
+  std::this_thread::sleep_for(2000ms);
+  const long long calls = evalsha_calls() - before;
+  const double secs = static_cast<double>(ms_since(t0)) / 1000.0;
+  std::cout << "[ fair ] " << n << " queued waiters made " << calls << " calls in " << secs << " s\n";
+  // The head: about 10 a second; each of the others: about 1 (10 each, 120 a second, before).
+  EXPECT_LT(static_cast<double>(calls), (10.0 + 3.0 * (n - 1)) * secs);
+  EXPECT_GT(calls, 0);
+  auto t1 = steady::now();
+  h.unlock();
+  ASSERT_TRUE(eventually([&] { return done.load() == n; }, 10000ms));
+  // Every hand-off went by message to the new head, none waited for a poll of a second.
+  EXPECT_LT(ms_since(t1), 3000);
+  std::vector<int> fifo(n);
+  for (int i = 0; i < n; ++i) fifo[static_cast<std::size_t>(i)] = i;
+  EXPECT_EQ(order, fifo);
+  EXPECT_EQ(queued(name), 0);
+  EXPECT_EQ(deadlines(name), 0);
+}
+
+// A waiter that was behind the head when it last called, and becomes the head without a message
+// (a Redisson head's acquireFailed wakes nobody), still finds the free lock: within its interval of
+// about a second, not at the end of its wait.
+TEST_F(fair_lock_test, a_waiter_that_becomes_the_head_without_a_message_still_gets_the_free_lock) {
+  const std::string name = "fair:silent-head";
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock();
+  redisson_peer peer(server().host(), server().port());
+  const std::string java_head = peer.owner(3);
+  ASSERT_TRUE(peer.fair_acquire_queueing(name, java_head, 30000, 30000).is_integer());
+  client ours(cfg());
+  std::atomic<bool> got{false};
+  std::atomic<long long> took{-1};
+  steady::time_point gave_up;
+  std::atomic<bool> gave_up_set{false};
+  std::thread t([&] {
+    auto l = ours.fair_lock(name);
+    got = l.try_lock(20000ms);
+    if (gave_up_set) took = ms_since(gave_up);
+    if (got) l.unlock();
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 2; }));
+  h.unlock();  // wakes the Java head only; it never calls again
+  gave_up = steady::now();
+  gave_up_set = true;
+  peer.fair_acquire_failed(name, java_head, 30000);  // leaves the queue, wakes nobody
+  t.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(took.load(), 5000) << "the new head did not look again";
+  std::cout << "[ fair ] the silent new head got the lock " << took.load() << " ms after the old one left\n";
+}
+
 TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_its_tokens_continue_the_reentrant_sequence) {
   client c(cfg(1500ms));  // renewed every 500 ms
   auto l = c.fair_lock("fair:wd");

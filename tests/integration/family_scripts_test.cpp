@@ -65,6 +65,14 @@ std::optional<message> next_message(raw_client& sub, long long ms) {
   }
 }
 
+/// A busy reply of fair_acquire.lua: the wait as an integer at the head of the queue (or not
+/// queued), as {wait} behind another waiter.
+bool waits_at_head(const raw_reply& r) { return r.is_integer(); }
+bool waits_behind(const raw_reply& r) {
+  return r.is_array() && r.elements.size() == 1 && r.elements[0].is_integer();
+}
+long long wait_of(const raw_reply& r) { return waits_behind(r) ? r.elements[0].integer : r.integer; }
+
 /// redlease's scripts for one lock name, sent with EVAL over a raw connection as the engine would
 /// send them (names from Redisson's rules, now from the system clock, PUBLISH).
 struct ours {
@@ -139,7 +147,8 @@ fair_waiter_result our_fair_lock(const redis_server& s, const std::string& name,
     if (r.is_nil()) return {true, res.attempts};
     long long remaining = wait - ms_since(t0);
     if (remaining <= 0) break;
-    next_message(sub, r.integer < 0 ? remaining : std::min(r.integer, remaining));
+    long long bound = wait_of(r);
+    next_message(sub, bound < 0 ? remaining : std::min(bound, remaining));
   }
   o.fair_cancel(owner, wait);
   return res;
@@ -312,7 +321,7 @@ TEST_F(family_scripts_test, fair_testAbandonedTimeoutDrift_dead_waiters_purged_b
     // Two waiters queue once each (allowance 100 ms) and never call again: dead.
     const std::string dead_java = j.owner(7), dead_ours = peer::new_client_id() + ":8";
     EXPECT_TRUE(j.fair_acquire_queueing(name, dead_java, 300, 100).is_integer());
-    EXPECT_TRUE(o.fair_acquire(dead_ours, 300, 100).is_integer());
+    EXPECT_TRUE(waits_behind(o.fair_acquire(dead_ours, 300, 100)));
     ASSERT_EQ(raw()({"LLEN", o.queue}).integer, 2);
     long long last = score(o.deadlines, dead_ours);
     ASSERT_GT(last, 0);
@@ -334,7 +343,7 @@ TEST_F(family_scripts_test, fair_handoff_only_to_the_head_channel) {
   const std::string w1 = j.owner(1), w2 = peer::new_client_id() + ":2", w3 = j.owner(3);
   ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000).is_nil());
   ASSERT_TRUE(j.fair_acquire_queueing("f4", w1, 30000, 30000).is_integer());
-  ASSERT_TRUE(o.fair_acquire(w2, 30000, 30000).is_integer());
+  ASSERT_TRUE(waits_behind(o.fair_acquire(w2, 30000, 30000)));
   ASSERT_TRUE(j.fair_acquire_queueing("f4", w3, 30000, 30000).is_integer());
   const std::string c = o.fair_channel;
   auto rec = record({c, c + ":" + w1, c + ":" + w2, c + ":" + w3});
@@ -359,16 +368,16 @@ TEST_F(family_scripts_test, fair_no_tight_retry_when_the_lock_is_free_behind_ano
   const std::string head = j.owner(1), ours_waiter = peer::new_client_id() + ":2", java_waiter = j.owner(3);
   ASSERT_TRUE(o.fair_acquire(holder, 30000, 5000).is_nil());
   ASSERT_TRUE(j.fair_acquire_queueing("f5", head, 30000, 5000).is_integer());
-  ASSERT_TRUE(o.fair_acquire(ours_waiter, 30000, 5000).is_integer());
+  ASSERT_TRUE(waits_behind(o.fair_acquire(ours_waiter, 30000, 5000)));
   ASSERT_TRUE(j.fair_acquire_queueing("f5", java_waiter, 30000, 5000).is_integer());
   ASSERT_EQ(o.fair_release(holder).integer, 1);  // free; the head has not claimed it yet
   // Redisson answers 0 here and Java retries at once (bug 2).
   EXPECT_EQ(j.fair_acquire_queueing("f5", java_waiter, 30000, 5000).integer, 0);
   // Ours: the head's remaining deadline (about 30 s + 5 s).
   auto r = o.fair_acquire(ours_waiter, 30000, 5000);
-  ASSERT_TRUE(r.is_integer()) << r;
-  EXPECT_GT(r.integer, 30000);
-  EXPECT_LE(r.integer, 35000);
+  ASSERT_TRUE(waits_behind(r)) << r;
+  EXPECT_GT(wait_of(r), 30000);
+  EXPECT_LE(wait_of(r), 35000);
   // A 300 ms wait driven by the bound runs the script a few times, not in a loop.
   auto t0 = steady::now();
   auto res = our_fair_lock(server(), "f5", ours_waiter, 30000, 300);
@@ -390,11 +399,14 @@ TEST_F(family_scripts_test, fair_testAcquireFailedTimeoutDrift_Descrete_cancel_w
   auto r2 = j.fair_acquire_queueing("f6", w2, 30000, 5000);
   auto r3 = o.fair_acquire(w3, 30000, 5000);
   auto r4 = j.fair_acquire_queueing("f6", w4, 30000, 5000);
-  // Redisson's replies: ttl 30/35 s; ours: the lock's PTTL for everyone.
+  // Redisson's replies: ttl 30/35 s; ours: the lock's PTTL for everyone, as an integer to the head
+  // and as {PTTL} to a waiter behind it.
   EXPECT_NEAR(r2.integer, 35000, 1000);
   EXPECT_NEAR(r4.integer, 45000, 1000);
+  ASSERT_TRUE(waits_at_head(r1)) << r1;
   EXPECT_NEAR(r1.integer, 30000, 1000);
-  EXPECT_NEAR(r3.integer, 30000, 1000);
+  ASSERT_TRUE(waits_behind(r3)) << r3;
+  EXPECT_NEAR(wait_of(r3), 30000, 1000);
   // The deadlines follow Redisson's arithmetic whoever wrote them: lease + k * W.
   const std::vector<std::string> ws{w1, w2, w3, w4};
   for (int k = 0; k < 4; ++k) EXPECT_NEAR(score(o.deadlines, ws[k]) - t0, 30000 + 5000 * (k + 1), 1000) << k;
@@ -433,7 +445,8 @@ TEST_F(family_scripts_test, fair_a_grant_moves_every_deadline_of_a_long_queue) {
   std::vector<std::string> ws;
   for (int k = 0; k < 600; ++k) {
     ws.push_back(peer::new_client_id() + ":" + str(k));
-    ASSERT_TRUE(o.fair_acquire(ws.back(), 30000, 5000).is_integer()) << k;
+    auto r = o.fair_acquire(ws.back(), 30000, 5000);
+    ASSERT_TRUE(k == 0 ? waits_at_head(r) : waits_behind(r)) << k << ": " << r;
   }
   auto before = scores(o.deadlines);
   ASSERT_EQ(before.size(), ws.size());
@@ -459,8 +472,8 @@ TEST_F(family_scripts_test, fair_testLockAcquiredBooleanTimeoutDrift_an_acquirer
     auto j = java();
     const std::string holder = peer::new_client_id() + ":0", a = j.owner(1), b = peer::new_client_id() + ":2";
     ASSERT_TRUE(o.fair_acquire(holder, 30000, 1000).is_nil());
-    ASSERT_TRUE(o.fair_acquire(a, 30000, 1000).is_integer());
-    ASSERT_TRUE(o.fair_acquire(b, 30000, 1000).is_integer());
+    ASSERT_TRUE(waits_at_head(o.fair_acquire(a, 30000, 1000)));
+    ASSERT_TRUE(waits_behind(o.fair_acquire(b, 30000, 1000)));
     const long long before = score(o.deadlines, b);
     ASSERT_EQ(o.fair_release(holder).integer, 1);
     if (java_acquires) {
@@ -481,20 +494,21 @@ TEST_F(family_scripts_test, fair_a_waiter_that_calls_again_keeps_its_place) {
   const std::string holder = peer::new_client_id() + ":0", a = peer::new_client_id() + ":1",
                     b = peer::new_client_id() + ":2";
   ASSERT_TRUE(o.fair_acquire(holder, 30000, 1000).is_nil());
-  ASSERT_TRUE(o.fair_acquire(a, 30000, 1000).is_integer());
-  ASSERT_TRUE(o.fair_acquire(b, 30000, 1000).is_integer());
+  ASSERT_TRUE(waits_at_head(o.fair_acquire(a, 30000, 1000)));
+  ASSERT_TRUE(waits_behind(o.fair_acquire(b, 30000, 1000)));
   const long long later = score(o.deadlines, b) + 1;  // both deadlines have passed
   // A calls again: its own call does not purge it, and its deadline moves to later + W.
-  EXPECT_TRUE(o.fair_acquire(a, 30000, 1000, true, later).is_integer());
+  EXPECT_TRUE(waits_at_head(o.fair_acquire(a, 30000, 1000, true, later)));
   EXPECT_EQ(score(o.deadlines, a), later + 1000);
   // B's call at the same time finds A alive; B itself is not purged by its own call either.
-  EXPECT_TRUE(o.fair_acquire(b, 30000, 1000, true, later).is_integer());
+  EXPECT_TRUE(waits_behind(o.fair_acquire(b, 30000, 1000, true, later)));
   auto q = raw()({"LRANGE", o.queue, "0", "-1"});
   ASSERT_EQ(q.elements.size(), 2u);
   EXPECT_EQ(q.elements[0].str, a);
   EXPECT_EQ(q.elements[1].str, b);
   // A waiter that stopped calling is purged by the others: B, after A's refreshed deadline.
-  EXPECT_TRUE(o.fair_acquire(b, 30000, 1000, true, later + 1001).is_integer());
+  // B is now the head, and hears so.
+  EXPECT_TRUE(waits_at_head(o.fair_acquire(b, 30000, 1000, true, later + 1001)));
   q = raw()({"LRANGE", o.queue, "0", "-1"});
   ASSERT_EQ(q.elements.size(), 1u);
   EXPECT_EQ(q.elements[0].str, b);

@@ -1,0 +1,77 @@
+// SPDX-License-Identifier: MIT
+// Unit tests of how the lock protocols read their acquire scripts' replies (src/lock/protocol.hpp),
+// without a server: the fair lock's two kinds of wait (at the head, or behind another waiter), and
+// replies that no script sends.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+
+#include "lock/protocol.hpp"
+
+namespace redlease::detail {
+namespace {
+
+reply integer(long long v) {
+  reply r;
+  r.type = reply::kind::integer;
+  r.integer = v;
+  return r;
+}
+reply bulk(std::string s) {
+  reply r;
+  r.type = reply::kind::string;
+  r.str = std::move(s);
+  return r;
+}
+reply array(std::initializer_list<reply> elements) {
+  reply r;
+  r.type = reply::kind::array;
+  r.elements = elements;
+  return r;
+}
+
+using k = acquire_result::kind;
+
+TEST(protocols_test, a_fair_waiter_hears_whether_it_is_behind_another) {
+  const auto& fair = protocol_of(lock_kind::fair);
+  auto head = fair.decode_acquire(integer(2500));
+  EXPECT_EQ(head.what, k::busy);
+  EXPECT_EQ(head.pttl, 2500);
+  EXPECT_FALSE(head.behind);
+  auto behind = fair.decode_acquire(array({integer(2500)}));
+  EXPECT_EQ(behind.what, k::busy);
+  EXPECT_EQ(behind.pttl, 2500);
+  EXPECT_TRUE(behind.behind);
+  auto no_expiry = fair.decode_acquire(array({integer(-1)}));
+  EXPECT_EQ(no_expiry.what, k::busy);
+  EXPECT_EQ(no_expiry.pttl, -1);
+  EXPECT_TRUE(no_expiry.behind);
+}
+
+TEST(protocols_test, a_fair_grant_is_nil_or_a_token) {
+  const auto& fair = protocol_of(lock_kind::fair);
+  EXPECT_EQ(fair.decode_acquire(reply{}).what, k::granted);
+  auto fenced = fair.decode_acquire(bulk("1795000000000123"));
+  EXPECT_EQ(fenced.what, k::granted);
+  EXPECT_EQ(fenced.token, 1795000000000123u);
+  EXPECT_FALSE(fenced.behind);
+}
+
+TEST(protocols_test, replies_no_script_sends_are_bad) {
+  const auto& fair = protocol_of(lock_kind::fair);
+  for (const reply& r : {array({}), array({integer(1), integer(2)}), array({bulk("7")}), bulk("0"), bulk("x7"),
+                         array({array({integer(1)})})}) {
+    EXPECT_EQ(fair.decode_acquire(r).what, k::bad);
+  }
+  // Only the fair lock queues: the other kinds' waits are bare integers.
+  for (lock_kind kind : {lock_kind::reentrant, lock_kind::mutex, lock_kind::read, lock_kind::write}) {
+    EXPECT_EQ(protocol_of(kind).decode_acquire(array({integer(2500)})).what, k::bad);
+    auto busy = protocol_of(kind).decode_acquire(integer(2500));
+    EXPECT_EQ(busy.what, k::busy);
+    EXPECT_FALSE(busy.behind);
+  }
+}
+
+}  // namespace
+}  // namespace redlease::detail
