@@ -2,8 +2,8 @@
 -- KEYS[1] lock name, KEYS[2] token key (redlease_mutex_token:{name})
 -- ARGV[1] this attempt's random token, ARGV[2] lease in ms
 -- Returns the fencing token (a bulk string of decimal digits) when acquired, else the PTTL in ms
--- (-1: no expiry). A lock key that is
--- not a string is WRONGTYPE. The fencing token is made as in fenced_acquire.lua.
+-- (-1: no expiry). A lock key that is not a string is WRONGTYPE. The fencing token is made as in
+-- fenced_acquire.lua.
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
   -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
   -- (INCR gives 1) starts from the server's clock, with a TTL.

@@ -12,7 +12,8 @@
 -- kind of lock under this name) is contention, not taken over.
 -- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an error before anything is written.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an
+-- error before anything is written.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 local token_key = KEYS[2]
