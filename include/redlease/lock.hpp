@@ -469,8 +469,8 @@ class mutex : public detail::lock_handle {
 /// order they queued, across redlease and Redisson clients; a waiter that gives up (timeout,
 /// cancellation, error) leaves the queue; dead waiters (past their deadline) are purged by the next
 /// acquisition. A waiter keeps its place by calling again (the head every `config::mutex_poll_cap`,
-/// those behind it about once a second); one whose process died blocks the queue until its deadline, which `config::queue_allowance`
-/// bounds (about its turn plus 30 s, not Redisson's 300 s). docs/lock-kinds.md has the layout and
+/// those behind it about once a second); one whose process died blocks the queue until its
+/// deadline, which `config::queue_allowance` bounds (about its turn plus 30 s, not Redisson's 300 s). docs/lock-kinds.md has the layout and
 /// what differs from Redisson (no tight retry on a zero wait, the right allowance when a wait ends).
 /// Fencing tokens share the reentrant lock's sequence (`redisson_lock_token:{name}`).
 ///
