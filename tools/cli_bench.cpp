@@ -450,6 +450,16 @@ void measure_ceiling(bench_ctx& x) {
   rc.set_spin(false);
   for (auto* p : {&r256s, &m256s})
     for (auto* r : {&p->acquire, &p->release, &p->pair}) r->name += "-spin";
+  // Depths 8 and 16 are B2-sync's yardsticks, and one pass of a blocking client swings with the
+  // VM's wake-up latency (the depth-16 pair ceiling gave 43k to 74k pairs/s in six runs of one
+  // sitting, while B2-sync moved 27k to 35k): a second pass, later, and the better of the two.
+  auto better = [](pair_rows& kept, pair_rows again) {
+    if (again.pair.ops_per_s > kept.pair.ops_per_s) kept = std::move(again);
+  };
+  better(r8, ceiling_pairs(x, rc, 8, false));
+  better(m8, ceiling_pairs(x, rc, 8, true));
+  better(r16, ceiling_pairs(x, rc, 16, false));
+  better(m16, ceiling_pairs(x, rc, 16, true));
   x.spin_floor_rt_per_s = seq_spin.ops_per_s;
   x.pair_ceiling_d16 = r16.pair.ops_per_s;
   x.mutex_pair_ceiling_d16 = m16.pair.ops_per_s;
