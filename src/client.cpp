@@ -70,6 +70,14 @@ void client_impl::start() {
   });
 }
 
+bool client_impl::quiet() const {
+  bool quiet = true;
+  topo_->for_each_connection([&quiet](const connection& conn, bool pubsub) {
+    if (!pubsub && !conn.idle()) quiet = false;
+  });
+  return quiet;
+}
+
 bool client_impl::on_io_thread() const noexcept {
   if (own_ctx_) return std::this_thread::get_id() == thread_id_ || io_guard::held() == guard_.get();
   if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return s->running_in_this_thread();

@@ -59,19 +59,30 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // not run, otherwise (busy, closed, or a user executor). With `patience`, a guard that is taken
   // is tried again for that long: a caller that spun for its last reply usually comes back while
   // the I/O thread is still finishing the read that brought it.
+  //
+  // With `only_if_quiet` (a caller that is not alone), `f` runs only if, besides, no command
+  // connection has anything queued or in flight (quiet()): the other blocking callers then wait
+  // for something else (a lock's release), no write is there to join, and writing at once saves
+  // the I/O thread's wake-up. While requests are out, the request goes to the I/O thread, to be
+  // pipelined with theirs.
   template <class F>
-  bool run_direct(F&& f, std::chrono::nanoseconds patience = {}) {
+  bool run_direct(F&& f, std::chrono::nanoseconds patience = {}, bool only_if_quiet = false) {
     if (!guard_) return false;
     io_guard::scope held(*guard_, std::try_to_lock);
     if (!held.owns() && patience.count() > 0) {
       spin_until([&] { return held.try_again(*guard_); }, std::chrono::steady_clock::now() + patience);
     }
     if (!held.owns() || closing_ || closed_.load(std::memory_order_acquire)) return false;
+    if (only_if_quiet && !quiet()) return false;
     io_guard::direct_scope direct;
     drain_inbox();
     std::forward<F>(f)();
     return true;
   }
+
+  // Executor (or guard holder) only: no command connection has anything queued, in flight, being
+  // written or read.
+  bool quiet() const;
 
   // After run_direct: waits, on this thread, for the replies to what the call sent on the lane `s`
   // holds, and runs their handlers under the I/O guard (their follow-up requests may go on the lane
@@ -259,7 +270,8 @@ class sync_completer {
 
 // Runs `start(done)` on the client's executor and blocks until `done(ec, value)` is called.
 // Fails with would_deadlock on the executor itself, and with client_closed once closed. The
-// client's only blocking caller runs `start` itself when the I/O thread is idle (run_direct).
+// client's only blocking caller runs `start` itself when the I/O thread is idle (run_direct); so
+// does one whose fellow blocking callers have no request out (they wait for locks).
 //
 // How the caller waits is `config::sync_wait`. latency_first: the client's only blocking caller
 // spins while a reply is plausibly close — up to 1.5 times the recent round trip of blocking calls,
@@ -278,16 +290,25 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   slot->board = c.board();
   auto t0 = std::chrono::steady_clock::now();
   bool alone = c.sync_waiters.fetch_add(1, std::memory_order_relaxed) == 0;
-  // Alone, with the I/O thread idle, the caller writes its own request (run_direct); otherwise the
-  // I/O thread does, with whatever else is waiting (auto-pipelining).
+  // With the I/O thread idle, a caller alone, or one whose fellows have no request out, writes its
+  // own request (run_direct); otherwise the I/O thread does, with whatever else is waiting
+  // (auto-pipelining).
   bool latency_first = c.cfg().sync_wait == sync_wait_policy::latency_first;
   lane_session lanes;
-  bool direct = alone && c.run_direct(
-                             [&] {
-                               lane_session::scope on(lanes);
-                               start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
-                             },
-                             latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0));
+  bool direct = false;
+  if (alone) {
+    direct = c.run_direct(
+        [&] {
+          lane_session::scope on(lanes);
+          start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
+        },
+        latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0));
+  } else {
+    // The others may only be waiting for locks (no request out): then this one writes its own
+    // request too, but not on the lane (its reader spins, and the CPU is shared).
+    direct = c.run_direct([&] { start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot))); }, {},
+                          /*only_if_quiet=*/true);
+  }
   // The request went on the lane: nobody else reads its reply.
   if (lanes.held()) c.pump_lane(lanes, slot->event);
   if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {

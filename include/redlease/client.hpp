@@ -32,9 +32,10 @@ class client_impl;
 struct client_stats {
   std::uint64_t commands = 0;           ///< commands written on the command connection and the lane
   std::uint64_t writes = 0;             ///< write system calls on the command connection and the lane
-  std::uint64_t direct_writes = 0;      ///< of those, writes a lone blocking caller made on its own
+  std::uint64_t direct_writes = 0;      ///< of those, writes a blocking caller made on its own
                                         ///< thread (`sync_wait`): on the lane, or on the command
-                                        ///< connection while the I/O thread was idle
+                                        ///< connection while the I/O thread was idle (a lone caller,
+                                        ///< or one whose fellows had no request out)
   std::uint64_t lane_requests = 0;      ///< of the commands, those a lone blocking caller sent and
                                         ///< read itself on the lane (`config::sync_lane`)
   std::uint64_t replies = 0;            ///< replies read on the command connection and the lane

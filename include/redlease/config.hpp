@@ -31,8 +31,10 @@ struct background_error {
 /// Under either policy, a blocking caller that is the client's only one, on a client with its own
 /// I/O thread, writes its request itself on its own thread when the I/O thread is idle (counted in
 /// `client_stats::direct_writes`), and on a plain (non-TLS) connection reads its reply itself on
-/// the lane (`config::sync_lane`); otherwise the I/O thread writes it with the others, reads the
-/// reply and wakes the caller once. Spinning is for a lone caller only: with several blocking
+/// the lane (`config::sync_lane`). A caller whose fellow blocking callers have no request out (they
+/// wait for locks held elsewhere) also writes its own request when the I/O thread is idle, but
+/// leaves the reply to the I/O thread. Otherwise the I/O thread writes it with the others, reads
+/// the reply and wakes the caller once. Spinning is for a lone caller only: with several blocking
 /// callers nobody spins.
 enum class sync_wait_policy {
   /// The least latency for a sequential caller. On the lane it spins up to 1.5 times the lane's
