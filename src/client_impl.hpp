@@ -295,20 +295,15 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   // (auto-pipelining).
   bool latency_first = c.cfg().sync_wait == sync_wait_policy::latency_first;
   lane_session lanes;
-  bool direct = false;
-  if (alone) {
-    direct = c.run_direct(
-        [&] {
-          lane_session::scope on(lanes);
-          start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
-        },
-        latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0));
-  } else {
-    // The others may only be waiting for locks (no request out): then this one writes its own
-    // request too, but not on the lane (its reader spins, and the CPU is shared).
-    direct = c.run_direct([&] { start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot))); }, {},
-                          /*only_if_quiet=*/true);
-  }
+  // A caller that is not alone writes only if nobody else has a request out (the others wait for
+  // locks), and not on the lane: its reader spins, and the CPU is shared.
+  bool direct = c.run_direct(
+      [&] {
+        std::optional<lane_session::scope> on;
+        if (alone) on.emplace(lanes);
+        start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
+      },
+      alone && latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0), /*only_if_quiet=*/!alone);
   // The request went on the lane: nobody else reads its reply.
   if (lanes.held()) c.pump_lane(lanes, slot->event);
   if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
