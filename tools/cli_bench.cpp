@@ -209,7 +209,7 @@ void fill_latency(row& r, std::vector<float>& us) {
 
 void print_table_header() {
   std::cout << "\n"
-            << pad("case", 22, true) << pad("ops/s", 11) << pad("p50 us", 9) << pad("p99 us", 9) << pad("RT/op", 7)
+            << pad("case", 26, true) << pad("ops/s", 11) << pad("p50 us", 9) << pad("p99 us", 9) << pad("RT/op", 7)
             << pad("redis us/op", 12) << pad("client us/op", 13) << pad("ceiling/s", 11) << pad("ratio", 7)
             << "  notes\n";
 }
@@ -225,9 +225,9 @@ void emit(bench_ctx& x, row r) {
       x.table_header = true;
     }
     if (!r.error.empty()) {
-      std::cout << pad(r.name, 22, true) << "  ERROR: " << r.error << std::endl;
+      std::cout << pad(r.name, 26, true) << "  ERROR: " << r.error << std::endl;
     } else {
-      std::cout << pad(r.name, 22, true) << pad(grouped(r.ops_per_s), 11) << pad(fmt("%.0f", r.p50_us), 9)
+      std::cout << pad(r.name, 26, true) << pad(grouped(r.ops_per_s), 11) << pad(fmt("%.0f", r.p50_us), 9)
                 << pad(fmt("%.0f", r.p99_us), 9) << pad(fmt(r.rt_per_op < 0.1 ? "%.4f" : "%.2f", r.rt_per_op), 7)
                 << pad(fmt("%.1f", r.redis_us_per_op), 12) << pad(fmt("%.1f", r.client_us_per_op), 13)
                 << pad(r.has_ceiling ? grouped(r.ceiling) : "-", 11)
@@ -556,7 +556,7 @@ auto make_lock(client& c, const std::string& name) {
   return make_kind<Mutex ? lock_kind::mutex : lock_kind::reentrant>(c, name);
 }
 
-template <bool Mutex, lock_kind K = Mutex ? lock_kind::mutex : lock_kind::reentrant>
+template <bool Mutex, lock_kind K = Mutex ? lock_kind::mutex : lock_kind::reentrant, bool Fenced = false>
 row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key) {
   row r;
   r.name = name;
@@ -567,7 +567,8 @@ row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key)
     out.lat.reserve(1 << 18);
     while (!stop.load(std::memory_order_relaxed)) {
       auto t0 = steady::now();
-      l.lock();
+      if constexpr (Fenced) (void)l.lock_and_get_token();
+      else l.lock();
       l.unlock();
       out.lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0).count());
       ++out.ops;
@@ -1087,7 +1088,9 @@ int run_bench(options opt) {
     r.note = std::string("vs ") + what + "; " + fmt("%.1f", r.get("commands_per_write")) + " cmds/write";
     return r;
   };
-  for (const char* n : {"B2-sync-reentrant", "B2-async-reentrant", "B2-sync-mutex", "B2-async-mutex"}) want(n);
+  for (const char* n : {"B2-sync-reentrant", "B2-sync-fenced-reentrant", "B2-async-reentrant", "B2-sync-mutex",
+                        "B2-sync-fenced-mutex", "B2-async-mutex"})
+    want(n);
   // What a blocking caller pays, next to the rate: context switches and client CPU per pair, and the
   // rate against the ceiling at depth 16 (16 per write, 16 to 32 unanswered: issue 18's yardstick)
   // and at depth 8 (at most 16 unanswered: all that 16 blocking callers can have out).
@@ -1099,14 +1102,35 @@ int run_bench(options opt) {
               " of depth 8; " + fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair";
     return r;
   };
+  // Fencing's cost: a case whose grants take tokens, next to its plain case (run just before it, so
+  // that the server is in the same state), as Redis CPU per pair.
+  auto redis_vs = [&](row& r, const char* plain) {
+    for (auto& other : x.rows)
+      if (other.name == plain && other.redis_us_per_op > 0) {
+        r.num("redis_cpu_ratio", r.redis_us_per_op / other.redis_us_per_op);
+        r.note += "; redis CPU " + fmt("%.2f", r.redis_us_per_op / other.redis_us_per_op) + "x " + plain;
+      }
+  };
   attempt("B2-sync-reentrant", [&] {
     return sync_vs(sync_pairs<false>(x, "B2-sync-reentrant", 16, false), x.pair_ceiling, x.pair_ceiling_d16,
                    x.pair_ceiling_d8, "pair ceiling");
+  });
+  attempt("B2-sync-fenced-reentrant", [&] {
+    auto r = vs(sync_pairs<false, lock_kind::reentrant, true>(x, "B2-sync-fenced-reentrant", 16, false),
+                x.pair_ceiling, "pair ceiling");
+    redis_vs(r, "B2-sync-reentrant");
+    return r;
   });
   attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
   attempt("B2-sync-mutex", [&] {
     return sync_vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
                    x.mutex_pair_ceiling_d8, "mutex ceiling");
+  });
+  attempt("B2-sync-fenced-mutex", [&] {
+    auto r = vs(sync_pairs<true, lock_kind::mutex, true>(x, "B2-sync-fenced-mutex", 16, false), x.mutex_pair_ceiling,
+                "mutex ceiling");
+    redis_vs(r, "B2-sync-mutex");
+    return r;
   });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
   // Fencing: the same pairs, each grant taking a token; Redis CPU per pair next to the plain case's.
@@ -1114,9 +1138,7 @@ int run_bench(options opt) {
   // so the scripts' own cost is also compared raw: both pairs pipelined 256 deep, back to back.
   auto fenced_vs = [&](row r, const char* plain, double ceiling, const char* what, bool mutex) {
     r = vs(std::move(r), ceiling, what);
-    for (auto& other : x.rows)
-      if (other.name == plain && other.redis_us_per_op > 0)
-        r.note += "; redis CPU " + fmt("%.2f", r.redis_us_per_op / other.redis_us_per_op) + "x " + plain;
+    redis_vs(r, plain);
     if (!opt.no_ceiling) {
       bench::raw_conn rc(x.cfg);
       double plain_us = 0, fenced_us = 0;
