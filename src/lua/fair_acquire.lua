@@ -29,8 +29,9 @@
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
 -- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an
--- error before anything is written.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
+-- grant with an error before the grant writes anything (a purge of dead waiters before it stands);
+-- only a grant takes a token.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
@@ -53,6 +54,8 @@ end
 
 local free = redis.call('exists', name) == 0
 if free and (not head or head == me) then
+  local e = take_token()
+  if e then return e end
   if head then redis.call('lpop', queue) end
   if redis.call('zrem', deadlines, me) == 1 then
     -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
@@ -84,6 +87,8 @@ if free and (not head or head == me) then
   return granted()
 end
 if redis.call('hexists', name, me) == 1 then
+  local e = take_token()
+  if e then return e end
   redis.call('hincrby', name, me, 1)
   redis.call('pexpire', name, ARGV[1])
   return granted()

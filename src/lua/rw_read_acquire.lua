@@ -14,8 +14,8 @@
 -- taken over.
 -- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an
--- error before anything is written.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
+-- grant with an error before the grant writes anything; only a grant takes a token.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 -- Numbers go to redis.call as strings: Lua turns a number into text with printf("%.14g"), which
@@ -27,12 +27,16 @@ local token_key = KEYS[2]
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
+    local e = take_token()
+    if e then return e end
     redis.call('hset', name, 'mode', 'read', me, '1')
     redis.call('set', timeout_key(me, '1'), '1', 'PX', lease_ms)
     redis.call('pexpire', name, lease_ms)
     return granted()
   end
 elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
+  local e = take_token()
+  if e then return e end
   local i = redis.call('hincrby', name, me, 1)
   redis.call('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease_ms) end

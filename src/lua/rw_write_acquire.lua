@@ -12,8 +12,8 @@
 -- kind of lock under this name) is contention, not taken over.
 -- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number is an
--- error before anything is written.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
+-- grant with an error before the grant writes anything; only a grant takes a token.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 local token_key = KEYS[2]
@@ -22,11 +22,15 @@ local writer = me .. ':write'
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
+    local e = take_token()
+    if e then return e end
     redis.call('hset', name, 'mode', 'write', writer, '1')
     redis.call('pexpire', name, ARGV[1])
     return granted()
   end
 elseif mode == 'write' and redis.call('hexists', name, writer) == 1 then
+  local e = take_token()
+  if e then return e end
   redis.call('hincrby', name, writer, 1)
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, ARGV[1]) end
   return granted()

@@ -123,6 +123,61 @@ TEST_F(fencing_test, the_token_key_expires_and_the_next_token_is_still_higher) {
   EXPECT_EQ(raw()({"EXISTS", "fence:mttl"}).integer, 0);
 }
 
+// The fair and read-write locks take their token inside the grant, before writing anything: a
+// token key holding garbage (or another type) fails the grant with a typed error, and nothing is
+// held or queued afterwards; an attempt that finds the lock held does not touch the key at all
+// (busy, no error); the lock works again once the key is repaired.
+TEST_F(fencing_test, a_bad_token_key_fails_the_fair_and_read_write_grants_and_leaves_nothing_behind) {
+  client c(cfg());
+  client holder(cfg());
+  std::error_code ec;
+  raw()({"SET", "redisson_lock_token:{fence:fair}", "not-a-number"});
+  auto f = c.fair_lock("fence:fair");
+  {
+    auto theirs = holder.fair_lock("fence:fair");
+    theirs.lock();
+    EXPECT_FALSE(f.try_lock_and_get_token(0ms, ec));
+    EXPECT_FALSE(ec) << ec.message();
+    theirs.unlock();
+  }
+  EXPECT_EQ(f.lock_and_get_token(ec), 0u);
+  EXPECT_EQ(ec, errc::server_error) << ec.message();
+  EXPECT_NE(last_error_text().find("redisson_lock_token:{fence:fair}"), std::string::npos) << last_error_text();
+  EXPECT_EQ(raw()({"EXISTS", "fence:fair"}).integer, 0);
+  EXPECT_EQ(raw()({"LLEN", "redisson_lock_queue:{fence:fair}"}).integer, 0);
+  EXPECT_EQ(raw()({"ZCARD", "redisson_lock_timeout:{fence:fair}"}).integer, 0);
+
+  raw()({"DEL", "redlease_rwlock_token:{fence:rw}"});
+  raw()({"RPUSH", "redlease_rwlock_token:{fence:rw}", "x"});
+  auto r = c.read_lock("fence:rw");
+  auto w = c.write_lock("fence:rw");
+  {
+    auto theirs = holder.write_lock("fence:rw");
+    theirs.lock();
+    EXPECT_FALSE(r.try_lock_and_get_token(0ms, ec));
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_FALSE(w.try_lock_and_get_token(0ms, ec));
+    EXPECT_FALSE(ec) << ec.message();
+    theirs.unlock();
+  }
+  EXPECT_EQ(r.lock_and_get_token(ec), 0u);
+  EXPECT_EQ(ec, errc::wrong_type) << ec.message();
+  EXPECT_EQ(w.lock_and_get_token(ec), 0u);
+  EXPECT_EQ(ec, errc::wrong_type) << ec.message();
+  EXPECT_EQ(raw()({"EXISTS", "fence:rw"}).integer, 0);
+  EXPECT_EQ(raw()({"KEYS", "*fence:rw*rwlock_timeout*"}).elements.size(), 0u);
+
+  // Repaired: the grants work, and a plain acquisition never looked at the key.
+  raw()({"DEL", "redisson_lock_token:{fence:fair}", "redlease_rwlock_token:{fence:rw}"});
+  EXPECT_GT(f.lock_and_get_token(), 0u);
+  f.unlock();
+  auto t1 = w.lock_and_get_token();
+  auto t2 = r.lock_and_get_token();  // a downgrade: the writer reads too
+  EXPECT_GT(t2, t1);
+  r.unlock();
+  w.unlock();
+}
+
 // Kleppmann's scenario: holder A takes token 33, pauses past its lease; B takes the lock (token 34)
 // and writes; A wakes and writes with 33. The resource refuses A's write.
 TEST_F(fencing_test, a_paused_holders_write_is_refused_by_the_resource) {
