@@ -146,6 +146,23 @@ TEST_F(fencing_test, a_bad_token_key_fails_the_fair_and_read_write_grants_and_le
   EXPECT_EQ(raw()({"EXISTS", "fence:fair"}).integer, 0);
   EXPECT_EQ(raw()({"LLEN", "redisson_lock_queue:{fence:fair}"}).integer, 0);
   EXPECT_EQ(raw()({"ZCARD", "redisson_lock_timeout:{fence:fair}"}).integer, 0);
+  // A waiter already queued when the key goes bad: handed the lock, its grant fails, and it leaves
+  // the queue (Redisson leaves errored waiters queued, holding up everyone behind them).
+  raw()({"DEL", "redisson_lock_token:{fence:fair}"});
+  {
+    auto theirs = holder.fair_lock("fence:fair");
+    theirs.lock();
+    std::error_code wait_ec;
+    std::thread waiter([&] { f.lock_and_get_token(wait_ec); });
+    ASSERT_TRUE(eventually([&] { return raw()({"LLEN", "redisson_lock_queue:{fence:fair}"}).integer == 1; }));
+    raw()({"SET", "redisson_lock_token:{fence:fair}", "not-a-number"});
+    theirs.unlock();
+    waiter.join();
+    EXPECT_EQ(wait_ec, errc::server_error) << wait_ec.message();
+    EXPECT_TRUE(eventually([&] { return raw()({"LLEN", "redisson_lock_queue:{fence:fair}"}).integer == 0; }));
+    EXPECT_EQ(raw()({"ZCARD", "redisson_lock_timeout:{fence:fair}"}).integer, 0);
+    EXPECT_EQ(raw()({"EXISTS", "fence:fair"}).integer, 0);
+  }
 
   raw()({"DEL", "redlease_rwlock_token:{fence:rw}"});
   raw()({"RPUSH", "redlease_rwlock_token:{fence:rw}", "x"});
