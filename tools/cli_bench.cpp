@@ -1102,24 +1102,25 @@ int run_bench(options opt) {
               " of depth 8; " + fmt("%.1f", r.get("context_switches_per_op")) + " cs/pair";
     return r;
   };
-  // Fencing's cost: a case whose grants take tokens, next to its plain case (run just before it, so
-  // that the server is in the same state), as Redis CPU per pair.
-  auto redis_vs = [&](row& r, const char* plain) {
+  // Fencing's cost: a case whose grants take tokens, against its ceiling and, as Redis CPU per pair,
+  // against its plain case (the blocking ones run just before, so that the server is in the same
+  // state).
+  auto fenced_vs_plain = [&](row r, const char* plain, double ceiling, const char* what) {
+    r = vs(std::move(r), ceiling, what);
     for (auto& other : x.rows)
       if (other.name == plain && other.redis_us_per_op > 0) {
         r.num("redis_cpu_ratio", r.redis_us_per_op / other.redis_us_per_op);
         r.note += "; redis CPU " + fmt("%.2f", r.redis_us_per_op / other.redis_us_per_op) + "x " + plain;
       }
+    return r;
   };
   attempt("B2-sync-reentrant", [&] {
     return sync_vs(sync_pairs<false>(x, "B2-sync-reentrant", 16, false), x.pair_ceiling, x.pair_ceiling_d16,
                    x.pair_ceiling_d8, "pair ceiling");
   });
   attempt("B2-sync-fenced-reentrant", [&] {
-    auto r = vs(sync_pairs<false, lock_kind::reentrant, true>(x, "B2-sync-fenced-reentrant", 16, false),
-                x.pair_ceiling, "pair ceiling");
-    redis_vs(r, "B2-sync-reentrant");
-    return r;
+    return fenced_vs_plain(sync_pairs<false, lock_kind::reentrant, true>(x, "B2-sync-fenced-reentrant", 16, false),
+                           "B2-sync-reentrant", x.pair_ceiling, "pair ceiling");
   });
   attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
   attempt("B2-sync-mutex", [&] {
@@ -1127,18 +1128,15 @@ int run_bench(options opt) {
                    x.mutex_pair_ceiling_d8, "mutex ceiling");
   });
   attempt("B2-sync-fenced-mutex", [&] {
-    auto r = vs(sync_pairs<true, lock_kind::mutex, true>(x, "B2-sync-fenced-mutex", 16, false), x.mutex_pair_ceiling,
-                "mutex ceiling");
-    redis_vs(r, "B2-sync-mutex");
-    return r;
+    return fenced_vs_plain(sync_pairs<true, lock_kind::mutex, true>(x, "B2-sync-fenced-mutex", 16, false),
+                           "B2-sync-mutex", x.mutex_pair_ceiling, "mutex ceiling");
   });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
-  // Fencing: the same pairs, each grant taking a token; Redis CPU per pair next to the plain case's.
-  // The library's runs batch differently (commands per write), which moves Redis's CPU per command,
-  // so the scripts' own cost is also compared raw: both pairs pipelined 256 deep, back to back.
+  // The async ones: the library's runs batch differently (commands per write), which moves Redis's
+  // CPU per command, so the scripts' own cost is also compared raw: both pairs pipelined 256 deep,
+  // back to back.
   auto fenced_vs = [&](row r, const char* plain, double ceiling, const char* what, bool mutex) {
-    r = vs(std::move(r), ceiling, what);
-    redis_vs(r, plain);
+    r = fenced_vs_plain(std::move(r), plain, ceiling, what);
     if (!opt.no_ceiling) {
       bench::raw_conn rc(x.cfg);
       double plain_us = 0, fenced_us = 0;
