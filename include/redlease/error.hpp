@@ -39,7 +39,8 @@ enum class errc {
   /// TLS was requested (`config::tls.enabled`) for a unix-socket connection, which redlease does
   /// not support. (Before TLS support, `rediss://` URLs were rejected with it.)
   tls_not_supported,
-  /// An argument is out of range: empty name, negative/zero/overflowing duration, ...
+  /// An argument is out of range: empty name, negative/zero/overflowing duration, a read hold
+  /// nested more than 1,000 deep, ...
   invalid_argument,
   /// The client was closed (or destroyed) before the operation completed.
   client_closed,

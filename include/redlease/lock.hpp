@@ -489,7 +489,9 @@ class fair_lock : public detail::lock_handle {
 /// that holds the write lock may also read (a downgrade); an owner that holds only reads and asks
 /// for the write lock gets `errc::would_deadlock` at once (Redisson waits for ever). The watchdog
 /// renews the reader timeout keys too. Fencing tokens (readers and writers of one name draw from one
-/// sequence, `redlease_rwlock_token:{name}`) order writers; readers get one too.
+/// sequence, `redlease_rwlock_token:{name}`) order writers; readers get one too. One owner's read
+/// hold nests at most 1,000 deep (a key per level): the next acquisition fails with
+/// `errc::invalid_argument`. A hash whose `mode` is neither "read" nor "write" is `errc::wrong_type`.
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class read_lock : public detail::lock_handle {

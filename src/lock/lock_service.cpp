@@ -354,6 +354,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     // already broken: the owner hears lock_lost, and unlocks to start afresh.
     if (held->lost) return h(errc::lock_lost, false);
     if (!protocol_of(kind).reentrant()) return h(errc::would_deadlock, false);
+    if (held->levels.size() >= protocol_of(kind).max_levels()) return h(errc::invalid_argument, false);
   }
   auto w = std::make_shared<waiter>(c_.executor());
   w->name = std::move(name);
@@ -1112,8 +1113,10 @@ void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, c
         h.valid_until = std::max(h.valid_until, sent + c_.cfg().watchdog_timeout);
       }
       reschedule(h);
-    } else if (res == 0 || res == 2 || res == 3) {
+    } else if (res == 0 || res == 2 || res == 3 || res == 4) {
       auto why = res == 0 ? lost_reason::deleted : lost_reason::taken;
+      if (res == 4)
+        renew_errors_[&h] = {errc::bad_reply, "the hold count in \"" + h.name + "\" is not one this client made"};
       // An unlock of this hold is out (on the lane, it may have run before this renewal): its
       // reply decides. The hold is not rescheduled; the unlock's completion ends it either way.
       if (h.releasing > 0) {

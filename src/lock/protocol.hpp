@@ -72,6 +72,9 @@ class lock_protocol {
   virtual bool release_needs_hold() const = 0;
   /// Why a hold that a release finds not held was lost.
   virtual lost_reason not_held_reason() const = 0;
+  /// How deep one owner's hold may nest (further acquisitions fail with `invalid_argument`, nothing
+  /// sent): a read hold has a key per level, which its scripts look at within a fixed budget.
+  virtual std::size_t max_levels() const { return static_cast<std::size_t>(-1); }
   /// The channel a waiter of `field` listens on: the kind's channel, or one of its own (a fair lock
   /// hands the lock to the head of its queue only, on that waiter's channel).
   virtual std::string waiter_channel(std::string_view name, std::string_view /*field*/) const { return channel(name); }

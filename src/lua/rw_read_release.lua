@@ -56,6 +56,10 @@ if mode ~= false and count ~= false then
         if redis.call('pttl', name) < t then redis.call('pexpire', name, string.format('%d', t)) end
         result = 0
       end
+      -- At most max_levels keys are looked at; when they run out undecided, the others count as
+      -- alive and the hash keeps its TTL, which no live reader's key outlasts: the lock is free by
+      -- then at the latest.
+      local budget = max_levels - 1
       local pick = redis.pcall('hrandfield', name)
       if type(pick) == 'string' and pick ~= 'mode' then
         local t = redis.call('pttl', timeout_key(pick, '1'))
@@ -67,6 +71,11 @@ if mode ~= false and count ~= false then
           local n = tonumber(fields[i + 1])
           if n then
             for j = n, 1, -1 do
+              if budget == 0 then
+                result = 0
+                break
+              end
+              budget = budget - 1
               local t = redis.call('pttl', timeout_key(fields[i], j == n and fields[i + 1] or string.format('%d', j)))
               if t > 0 then
                 keep(t)

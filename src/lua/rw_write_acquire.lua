@@ -14,6 +14,8 @@
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
 -- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
 -- grant with an error before the grant writes anything; only a grant takes a token.
+-- A mode field that holds neither "read" nor "write" fails with WRONGTYPE (nothing written): no kind
+-- can take or free such a hash, and Redisson's scripts would wait on it until its TTL, or forever.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 local token_key = KEYS[2]
@@ -36,6 +38,8 @@ elseif mode == 'write' and redis.call('hexists', name, writer) == 1 then
   return granted()
 elseif mode == 'read' and redis.call('hexists', name, me) == 1 then
   return redis.status_reply('WOULD_DEADLOCK')
+elseif mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply("WRONGTYPE the hash's mode field holds neither 'read' nor 'write': not a read-write lock")
 end
 local t = redis.call('pttl', name)
 if t == -1 then return -1 end

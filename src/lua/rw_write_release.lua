@@ -39,21 +39,33 @@ if count ~= false then
   else
     result = 1
     local longest = -3
+    local undecided = false
     if redis.call('hlen', name) > 2 then
       redis.call('hdel', name, writer)
       redis.call('hset', name, 'mode', 'read')
+      -- At most max_levels keys are looked at; when they run out, the hash keeps the TTL it has
+      -- (the writer's lease, which every read level taken under it is within).
+      local budget = max_levels
       local fields = redis.call('hgetall', name)
       for i = 1, #fields, 2 do
         local n = tonumber(fields[i + 1])
         if n then
           for j = n, 1, -1 do
+            if budget == 0 then
+              undecided = true
+              break
+            end
+            budget = budget - 1
             local t = redis.call('pttl', timeout_key(fields[i], string.format('%d', j)))
             if t > longest then longest = t end
           end
         end
+        if undecided then break end
       end
     end
-    if longest > 0 then
+    if undecided then
+      -- the TTL stands
+    elseif longest > 0 then
       redis.call('pexpire', name, string.format('%d', longest))
     else
       redis.call('del', name)

@@ -137,5 +137,96 @@ TEST_F(rw_lock_test, readers_and_writers_draw_fencing_tokens_from_one_sequence) 
   EXPECT_GT(raw()({"PTTL", "redlease_rwlock_token:{rw:fence}"}).integer, 0);
 }
 
+// A hold count is eleven bytes in the hash, not eleven digits' worth of keys: Java's release and
+// renewal loop over it (a crashed reader's "100000000" kept the server busy for a minute). Here the
+// scripts look at no more than 1000 timeout keys; undecided, the hash keeps its TTL.
+TEST_F(rw_lock_test, a_huge_hold_count_in_the_hash_does_not_keep_the_server_busy) {
+  client c(cfg());
+  raw()({"HSET", "rw:huge", "mode", "read", "crashed:1", "100000000"});
+  raw()({"PEXPIRE", "rw:huge", "20000"});
+  auto r = c.read_lock("rw:huge");
+  ASSERT_TRUE(r.try_lock());
+  auto t0 = steady::now();
+  std::error_code ec;
+  r.unlock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_LT(ms_since(t0), 500);
+  EXPECT_EQ(raw()({"PING"}).str, "PONG");
+  // The crashed reader is undecided: it counts as alive, and the lock is free when the hash expires.
+  EXPECT_EQ(raw()({"HGET", "rw:huge", "mode"}).str, "read");
+  auto ttl = raw()({"PTTL", "rw:huge"}).integer;
+  EXPECT_GT(ttl, 0);
+  EXPECT_LE(ttl, 30000) << "no longer than the lease our read gave it";
+
+  // A writer's last release with such a field beside it (the downgrade's scan of the reads left).
+  raw()({"DEL", "rw:huge"});
+  auto w = c.write_lock("rw:huge");
+  ASSERT_TRUE(w.try_lock());
+  raw()({"HSET", "rw:huge", "crashed:1", "100000000"});
+  t0 = steady::now();
+  w.unlock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_LT(ms_since(t0), 500);
+  EXPECT_EQ(raw()({"HGET", "rw:huge", "mode"}).str, "read");
+  EXPECT_GT(raw()({"PTTL", "rw:huge"}).integer, 0) << "the writer's TTL stands";
+}
+
+TEST_F(rw_lock_test, a_read_hold_nests_at_most_1000_deep) {
+  client c(cfg());
+  auto r = c.read_lock("rw:deep");
+  for (int i = 0; i < 1000; ++i) ASSERT_TRUE(r.try_lock()) << i;
+  std::error_code ec;
+  EXPECT_FALSE(r.try_lock(0ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
+  std::string field;
+  for (auto& f : raw()({"HKEYS", "rw:deep"}).elements)
+    if (f.str != "mode") field = f.str;
+  EXPECT_EQ(raw()({"HGET", "rw:deep", field}).str, "1000");
+  EXPECT_EQ(raw()({"EXISTS", "{rw:deep}:" + field + ":rwlock_timeout:1001"}).integer, 0);
+  EXPECT_EQ(raw()({"EXISTS", "{rw:deep}:" + field + ":rwlock_timeout:1000"}).integer, 1);
+  for (int i = 0; i < 1000; ++i) r.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "rw:deep"}).integer, 0);
+}
+
+// One bad value must not fail the renewal of every hold in its batch.
+TEST_F(rw_lock_test, the_watchdog_reports_a_read_hold_whose_count_is_garbage_and_renews_the_others) {
+  client c(cfg(1500ms));  // renewed every 500 ms
+  auto bad = c.read_lock("rw:garbage");
+  auto good = c.read_lock("rw:fine");
+  std::promise<lost_info> lost;
+  bad.on_lost([&lost](const lost_info& i) { lost.set_value(i); });
+  bad.lock();
+  good.lock();
+  std::string field;
+  for (auto& f : raw()({"HKEYS", "rw:garbage"}).elements)
+    if (f.str != "mode") field = f.str;
+  ASSERT_FALSE(field.empty());
+  raw()({"HSET", "rw:garbage", field, "99999999999"});
+  auto f = lost.get_future();
+  ASSERT_EQ(f.wait_for(5000ms), std::future_status::ready);
+  auto info = f.get();
+  EXPECT_EQ(info.reason, lost_reason::taken);
+  EXPECT_EQ(info.cause, make_error_code(errc::bad_reply));
+  EXPECT_NE(info.detail.find("rw:garbage"), std::string::npos) << info.detail;
+  std::this_thread::sleep_for(2000ms);  // beyond the lease: only renewals keep the other hold
+  EXPECT_TRUE(good.valid());
+  EXPECT_GT(raw()({"PTTL", "rw:fine"}).integer, 0);
+  good.unlock();
+}
+
+TEST_F(rw_lock_test, a_mode_that_is_neither_read_nor_write_is_the_wrong_type) {
+  client c(cfg());
+  raw()({"HSET", "rw:bogus", "mode", "bogus"});
+  std::error_code ec;
+  EXPECT_FALSE(c.read_lock("rw:bogus").try_lock(1000ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::wrong_type));
+  ec.clear();
+  EXPECT_FALSE(c.write_lock("rw:bogus").try_lock(1000ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::wrong_type));
+  auto all = raw()({"HGETALL", "rw:bogus"});
+  ASSERT_EQ(all.elements.size(), 2u) << "nothing written";
+  EXPECT_EQ(all.elements[1].str, "bogus");
+}
+
 }  // namespace
 }  // namespace redlease::test
