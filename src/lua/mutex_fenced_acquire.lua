@@ -4,21 +4,16 @@
 -- Returns the fencing token (a bulk string of decimal digits) when acquired, else the PTTL in ms
 -- (-1: no expiry). A lock key that is not a string is WRONGTYPE. The fencing token is made as in
 -- fenced_acquire.lua.
+local token_key = KEYS[2]
+-- #include optional_fencing_token.lua
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
-  -- (INCR gives 1) starts from the server's clock, with a TTL.
-  local token = redis.pcall('incr', KEYS[2])
-  if type(token) == 'table' and token.err then
+  local e = take_token()
+  if e then
     -- The token key holds something that is not a count: no grant, and no lock left behind.
     redis.call('del', KEYS[1])
-    return token
+    return e
   end
-  if token == 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
-  end
-  return string.format('%d', token)
+  return granted()
 end
 if redis.call('type', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')

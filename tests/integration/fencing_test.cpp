@@ -114,13 +114,39 @@ TEST_F(fencing_test, the_token_key_expires_and_the_next_token_is_still_higher) {
   raw()({"SET", "redisson_lock_token:{fence:ttl}", "not-a-number"});
   std::error_code ec;
   EXPECT_EQ(l.lock_and_get_token(ec), 0u);
-  EXPECT_TRUE(ec) << "garbage in the token key must fail the fenced acquisition";
+  EXPECT_EQ(ec, errc::server_error) << "garbage in the token key must fail the fenced acquisition";
+  EXPECT_NE(last_error_text().find("redisson_lock_token:{fence:ttl}"), std::string::npos) << last_error_text();
   EXPECT_EQ(raw()({"EXISTS", "fence:ttl"}).integer, 0);
   raw()({"SET", "redlease_mutex_token:{fence:mttl}", "not-a-number"});
   auto m = c.mutex("fence:mttl");
   EXPECT_EQ(m.lock_and_get_token(ec), 0u);
-  EXPECT_TRUE(ec);
+  EXPECT_EQ(ec, errc::server_error);
+  EXPECT_NE(last_error_text().find("redlease_mutex_token:{fence:mttl}"), std::string::npos) << last_error_text();
   EXPECT_EQ(raw()({"EXISTS", "fence:mttl"}).integer, 0);
+}
+
+// A token key holding 0 or less (no sequence of ours ever does) starts again from the clock, as a
+// missing key does, for every kind: before, INCR of "-5" made a grant with token -4, which the
+// client read as a bad reply while the lock stayed held in Redis.
+TEST_F(fencing_test, a_token_key_at_or_below_zero_starts_again_from_the_clock) {
+  client c(cfg());
+  const long long clock_floor = 1'600'000'000'000'000;  // microseconds: September 2020
+  auto check = [&](auto&& l, const std::string& token_key) {
+    SCOPED_TRACE(token_key);
+    raw()({"SET", token_key, "-5"});
+    std::error_code ec;
+    auto t = l.lock_and_get_token(ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_GT(static_cast<long long>(t), clock_floor);
+    EXPECT_EQ(std::to_string(t), raw()({"GET", token_key}).str);
+    EXPECT_GT(raw()({"PTTL", token_key}).integer, 0);
+    l.unlock();
+  };
+  check(c.lock("fence:neg"), "redisson_lock_token:{fence:neg}");
+  check(c.mutex("fence:negm"), "redlease_mutex_token:{fence:negm}");
+  check(c.fair_lock("fence:negf"), "redisson_lock_token:{fence:negf}");
+  check(c.read_lock("fence:negrw"), "redlease_rwlock_token:{fence:negrw}");
+  check(c.write_lock("fence:negrw"), "redlease_rwlock_token:{fence:negrw}");
 }
 
 // The fair and read-write locks take their token inside the grant, before writing anything: a

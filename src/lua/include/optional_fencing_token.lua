@@ -4,7 +4,8 @@
 -- not hold a number (INCR's own error, with the key's name; WRONGTYPE keeps its prefix), so that a
 -- grant that cannot have a token leaves nothing behind. granted() is then the grant's reply: nil, or
 -- with fencing the token as a bulk string of decimal digits, made as in fenced_acquire.lua (INCR; a
--- missing key starts from the server's clock in microseconds, with a 7-day TTL). A string, not
+-- missing key, or one that held 0 or less, starts from the server's clock in microseconds, with a
+-- 7-day TTL: a token is never below 1). A string, not
 -- {token}: Redis turns a Lua table into a reply at a cost that was a quarter of the whole fencing
 -- overhead. The token is taken by the grant alone: an attempt that waits costs nothing more.
 local token = nil
@@ -14,7 +15,7 @@ local function take_token()
   if type(t) == 'table' then
     return redis.error_reply(tostring(t.err) .. ' (the fencing token key ' .. token_key .. ')')
   end
-  if t == 1 then
+  if t <= 1 then
     local now = redis.call('time')
     t = tonumber(now[1]) * 1000000 + tonumber(now[2])
     redis.call('set', token_key, string.format('%d', t), 'PX', 604800000)
