@@ -940,6 +940,13 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           drop_lost_level(*h);
           return done(errc::lock_lost);
         }
+        if (res == release_result::freed && h->levels.size() > 1) {
+          // Freed with levels left: the server's count was not the one we made (someone overwrote
+          // it). Those levels are gone; the owner hears it now, and from its next unlock.
+          h->levels.pop_back();
+          mark_lost(*h, proto.not_held_reason());
+          return done({});
+        }
         if (res == release_result::freed || h->levels.size() <= 1) {
           erase(h.get());
         } else {

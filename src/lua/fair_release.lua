@@ -38,17 +38,18 @@ end
 local result = nil
 local count = redis.call('hget', name, ARGV[4])
 if count ~= false then
-  count = tonumber(count)
-  if ARGV[6] == '1' and count == tonumber(ARGV[5]) - 1 then
+  local n = tonumber(count)
+  if ARGV[6] == '1' and n == tonumber(ARGV[5]) - 1 then
     result = 0
-  elseif count <= 1 then
-    redis.call('del', name)
-    wake()
-    result = 1
-  else
+  elseif n and n > 1 and string.format('%d', n) == count then
     redis.call('hincrby', name, ARGV[4], -1)
     redis.call('pexpire', name, ARGV[3])
     result = 0
+  else
+    -- The last hold, or a count that is no whole number (release.lua): freed.
+    redis.call('del', name)
+    wake()
+    result = 1
   end
 elseif redis.call('exists', name) == 0 then
   wake()

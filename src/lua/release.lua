@@ -18,6 +18,11 @@
 --
 -- The last hold is freed with DEL alone (no HINCRBY first): DEL and PUBLISH are allowed when the
 -- server is out of memory (noeviction), so a holder can always let go.
+--
+-- A count that is not a whole number as HINCRBY reads one (someone overwrote the owner's field)
+-- counts as the last hold: the lock is freed. Failing instead left the owner unable ever to
+-- release a lock that its watchdog kept alive. The check costs a string.format on re-entered
+-- releases only.
 local latched = redis.call('get', KEYS[2])
 if latched then
   if latched == '-1' then return nil end
@@ -26,17 +31,17 @@ end
 local result = nil
 local count = redis.call('hget', KEYS[1], ARGV[4])
 if count ~= false then
-  count = tonumber(count)
-  if ARGV[6] == '1' and count == tonumber(ARGV[5]) - 1 then
+  local n = tonumber(count)
+  if ARGV[6] == '1' and n == tonumber(ARGV[5]) - 1 then
     result = 0
-  elseif count <= 1 then
-    redis.call('del', KEYS[1])
-    redis.pcall('publish', ARGV[1], ARGV[2])
-    result = 1
-  else
+  elseif n and n > 1 and string.format('%d', n) == count then
     redis.call('hincrby', KEYS[1], ARGV[4], -1)
     redis.call('pexpire', KEYS[1], ARGV[3])
     result = 0
+  else
+    redis.call('del', KEYS[1])
+    redis.pcall('publish', ARGV[1], ARGV[2])
+    result = 1
   end
 end
 if ARGV[6] == '1' then

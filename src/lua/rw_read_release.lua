@@ -39,10 +39,11 @@ if mode ~= false and count ~= false then
   if ARGV[5] == '1' and count == tonumber(ARGV[4]) - 1 then
     result = 0
   else
-    if count <= 1 then
-      redis.call('hdel', name, me)
-    else
+    -- A count that is no whole number (someone overwrote the field) is the last level (release.lua).
+    if count and count > 1 and string.format('%d', count) == count_text then
       redis.call('hincrby', name, me, -1)
+    else
+      redis.call('hdel', name, me)
     end
     redis.call('del', timeout_key(me, count_text))
     result = 1

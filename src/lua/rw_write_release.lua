@@ -29,14 +29,15 @@ local result = nil
 local count = false
 if redis.call('hget', name, 'mode') == 'write' then count = redis.call('hget', name, writer) end
 if count ~= false then
-  count = tonumber(count)
-  if ARGV[6] == '1' and count == tonumber(ARGV[5]) - 1 then
+  local n = tonumber(count)
+  if ARGV[6] == '1' and n == tonumber(ARGV[5]) - 1 then
     result = 0
-  elseif count > 1 then
+  elseif n and n > 1 and string.format('%d', n) == count then
     redis.call('hincrby', name, writer, -1)
     redis.call('pexpire', name, ARGV[3])
     result = 0
   else
+    -- The last level, or a count that is no whole number (release.lua).
     result = 1
     local longest = -3
     local undecided = false

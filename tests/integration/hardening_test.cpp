@@ -55,6 +55,54 @@ TEST_F(hardening, BadStockValueIsATypedErrorAndTheClientLives) {
   EXPECT_EQ(c.stats().connection_losses, 0u);
 }
 
+// 1b. An owner whose hold count someone overwrote still lets go: the release takes the garbage as
+// the last level and frees the lock. Before, every unlock failed with a Lua error while the
+// watchdog kept the lock alive: nobody could have it until the owner's process ended.
+TEST_F(hardening, AnOverwrittenHoldCountIsReleasedAsTheLastLevel) {
+  client c(cfg(1500ms)), other(cfg());
+  auto own_field = [&](const std::string& name) {
+    for (auto& f : raw()({"HKEYS", name}).elements)
+      if (f.str != "mode") return f.str;
+    return std::string();
+  };
+  auto check = [&](auto&& mine, auto&& theirs, const std::string& name, const std::string& garbage, bool twice) {
+    SCOPED_TRACE(name + " <- " + garbage);
+    std::promise<lost_info> lost;
+    mine.on_lost([&lost](const lost_info& i) { lost.set_value(i); });
+    mine.lock();
+    if (twice) mine.lock();
+    raw()({"HSET", name, own_field(name), garbage});
+    std::error_code ec;
+    mine.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message() << " " << last_error_text();
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+    EXPECT_TRUE(theirs.try_lock());
+    theirs.unlock();
+    if (twice) {
+      // The level the garbage took with it: the owner is told at once, and by its next unlock.
+      auto f = lost.get_future();
+      ASSERT_EQ(f.wait_for(1000ms), std::future_status::ready);
+      EXPECT_EQ(f.get().reason, lost_reason::deleted);
+      EXPECT_FALSE(mine.valid());
+      mine.unlock(ec);
+      EXPECT_EQ(ec, errc::lock_lost) << ec.message();
+    }
+    mine.on_lost(nullptr);
+  };
+  check(c.lock("hc:re"), other.lock("hc:re"), "hc:re", "junk", false);
+  check(c.lock("hc:re2"), other.lock("hc:re2"), "hc:re2", "1.5", true);
+  check(c.fair_lock("hc:fair"), other.fair_lock("hc:fair"), "hc:fair", "junk", false);
+  check(c.write_lock("hc:w"), other.write_lock("hc:w"), "hc:w", "05", true);
+  check(c.read_lock("hc:r"), other.write_lock("hc:r"), "hc:r", "junk", false);
+  // A count HINCRBY can take is still decremented, not freed.
+  auto l = c.lock("hc:ok");
+  l.lock();
+  l.lock();
+  l.unlock();
+  EXPECT_EQ(raw()({"HGET", "hc:ok", own_field("hc:ok")}).str, "1");
+  l.unlock();
+}
+
 // 2. A throwing subscribe callback does not deafen the client's other channels.
 TEST_F(hardening, ThrowingSubscribeCallbackDoesNotDeafenOtherChannels) {
   error_log log;
