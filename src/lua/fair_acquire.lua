@@ -54,10 +54,13 @@ end
 
 local free = redis.call('exists', name) == 0
 if free and (not head or head == me) then
+  -- Read before take_token() writes: deadlines of another type fail here, with nothing written.
+  local queued = redis.call('zscore', deadlines, me)
   local e = take_token()
   if e then return e end
   if head then redis.call('lpop', queue) end
-  if redis.call('zrem', deadlines, me) == 1 then
+  if queued then
+    redis.call('zrem', deadlines, me)
     -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
     -- not below now + lease (nobody is dead before the new holder's lease could end), and a
     -- deadline never grows (a dead waiter blocks no longer than Redisson would let it).

@@ -3,7 +3,11 @@
 // The list and the error each gets is in docs/errors.md.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <future>
+#include <iostream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "lock_test_support.hpp"
@@ -159,6 +163,110 @@ TEST_F(bad_input_test, force_unlock_and_queries_on_wrong_type_keys) {
   l.unlock(ec);
   EXPECT_EQ(ec, errc::wrong_type);
   EXPECT_EQ(raw()({"LLEN", "a-list"}).integer, 1);  // untouched
+}
+
+// Every kind against garbage in each key it touches (the lock's own key, its fencing token key, the
+// fair lock's queue and deadlines): a fenced try_lock answers within its wait (no script loops on a
+// value it found), the server stays responsive, and the answer is one of: a grant with a token
+// above 0 that unlocks cleanly, busy, or a typed error (wrong_type, or server_error naming the
+// token key). A failed attempt leaves no key it did not find and changes none it did (a fair lock's
+// queue may lose dead waiters, but keeps nothing of ours).
+TEST_F(bad_input_test, every_kind_answers_garbage_in_each_of_its_keys_within_its_wait) {
+  struct kind_case {
+    const char* kind;
+    std::vector<std::string> keys;
+    std::function<std::optional<std::uint64_t>(client&, std::error_code&)> try_fenced;
+    std::function<void(client&, std::error_code&)> unlock;
+  };
+  const std::string n = "gm";
+  auto lock_case = [&](const char* kind, std::vector<std::string> keys, auto make) {
+    return kind_case{kind, std::move(keys),
+                     [n, make](client& c, std::error_code& ec) { return make(c, n).try_lock_and_get_token(150ms, ec); },
+                     [n, make](client& c, std::error_code& ec) { make(c, n).unlock(ec); }};
+  };
+  std::vector<kind_case> kinds = {
+      lock_case("reentrant", {n, "redisson_lock_token:{gm}"}, [](client& c, const std::string& x) { return c.lock(x); }),
+      lock_case("mutex", {n, "redlease_mutex_token:{gm}"}, [](client& c, const std::string& x) { return c.mutex(x); }),
+      lock_case("fair", {n, "redisson_lock_token:{gm}", "redisson_lock_queue:{gm}", "redisson_lock_timeout:{gm}"},
+                [](client& c, const std::string& x) { return c.fair_lock(x); }),
+      lock_case("read", {n, "redlease_rwlock_token:{gm}"}, [](client& c, const std::string& x) { return c.read_lock(x); }),
+      lock_case("write", {n, "redlease_rwlock_token:{gm}"}, [](client& c, const std::string& x) { return c.write_lock(x); }),
+  };
+  const std::vector<std::vector<std::string>> values = {
+      {"SET", "K", "junk"},           {"SET", "K", "-5"},         {"SET", "K", "100000000"},
+      {"SET", "K", "9223372036854775807"}, {"HSET", "K", "x", "junk"}, {"HSET", "K", "mode", "read", "x", "100000000"},
+      {"HSET", "K", "mode", "bogus"}, {"RPUSH", "K", "a", "b"},  {"ZADD", "K", "inf", "x"},
+  };
+  auto snapshot = [&] {
+    std::map<std::string, std::string> out;
+    for (auto& k : raw()({"KEYS", "*"}).elements) out[k.str] = raw()({"DUMP", k.str}).str;
+    return out;
+  };
+  auto holds_ours = [&](const client& c) {
+    for (auto& k : raw()({"KEYS", "*"}).elements) {
+      if (k.str.find(c.id()) != std::string::npos) return k.str;
+      auto type = raw()({"TYPE", k.str}).str;
+      std::vector<std::string> read;
+      if (type == "hash") read = {"HKEYS", k.str};
+      if (type == "list") read = {"LRANGE", k.str, "0", "-1"};
+      if (type == "zset") read = {"ZRANGE", k.str, "0", "-1"};
+      if (read.empty()) continue;
+      for (auto& e : raw().command(read).elements)
+        if (e.str.find(c.id()) != std::string::npos) return k.str;
+    }
+    return std::string();
+  };
+  client c(cfg());
+  int grants = 0, busy = 0, errors = 0;
+  for (auto& k : kinds) {
+    for (auto& key : k.keys) {
+      for (auto& v : values) {
+        auto seed = v;
+        seed[1] = key;
+        SCOPED_TRACE(std::string(k.kind) + ": " + seed[0] + " " + key + " " + seed.back());
+        raw()({"FLUSHALL"});
+        raw().command(seed);
+        raw()({"PEXPIRE", key, "5000"});
+        auto before = snapshot();
+        std::error_code ec;
+        auto t0 = steady::now();
+        auto token = k.try_fenced(c, ec);
+        EXPECT_LT(ms_since(t0), 1500);
+        EXPECT_EQ(raw()({"PING"}).str, "PONG");
+        if (token) {
+          ++grants;
+          EXPECT_GT(*token, 0u);
+          k.unlock(c, ec);
+          EXPECT_FALSE(ec) << ec.message();
+          EXPECT_EQ(holds_ours(c), "");
+          continue;
+        }
+        if (ec) {
+          ++errors;
+          EXPECT_TRUE(ec == errc::wrong_type || ec == errc::server_error) << ec.message();
+          if (ec == errc::server_error) {
+            EXPECT_NE(last_error_text().find(key), std::string::npos) << last_error_text();
+          }
+        } else {
+          ++busy;
+        }
+        EXPECT_EQ(holds_ours(c), "");
+        auto after = snapshot();
+        for (auto& [name, dump] : after) {
+          EXPECT_TRUE(before.count(name)) << "new key " << name;
+          bool fair_queue = name.find("redisson_lock_queue") == 0 || name.find("redisson_lock_timeout") == 0;
+          if (before.count(name) && !fair_queue) {
+            EXPECT_EQ(before[name], dump) << "changed " << name;
+          }
+        }
+      }
+    }
+  }
+  // Each outcome occurs (the cases are not all of one kind).
+  EXPECT_GT(grants, 0);
+  EXPECT_GT(busy, 0);
+  EXPECT_GT(errors, 0);
+  std::cout << "[          ] " << grants << " grants, " << busy << " busy, " << errors << " typed errors\n";
 }
 
 }  // namespace
