@@ -9,8 +9,8 @@
 -- reply never came, ARGV[7] latch lifetime in ms, ARGV[8] now (the client's epoch ms)
 -- Returns nil: the owner holds nothing; 0: released one hold, others remain; 1: released and freed.
 --
--- Dead waiters at the head of the queue are purged first (as Redisson does), so the message goes to
--- a live head. Unlike Redisson, releasing a lock that is gone is not a success (nil, as release.lua);
+-- Dead waiters at the head of the queue are purged first (as Redisson does, but at most 1000 per
+-- call), so the message goes to a live head. Unlike Redisson, releasing a lock that is gone is not a success (nil, as release.lua);
 -- the head is still woken then, since the lock is free for it. The last hold is freed with DEL.
 local pub = string.lower(ARGV[2])
 if pub ~= 'publish' and pub ~= 'spublish' then
@@ -24,7 +24,8 @@ end
 local name, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local now = tonumber(ARGV[8])
 local head = redis.call('lindex', queue, 0)
-while head do
+for _ = 1, 1000 do  -- at most 1000 dead waiters per call, as in fair_acquire.lua
+  if not head then break end
   local s = redis.call('zscore', deadlines, head)
   if s and tonumber(s) > now then break end
   redis.call('zrem', deadlines, head)
