@@ -298,7 +298,7 @@ class rw_protocol : public lock_protocol {
 
 class read_protocol final : public rw_protocol {
  public:
-  // The scripts' budget of timeout keys per call (rwlock_timeout_key.lua, rw_renew.lua).
+  // The scripts' budget of timeout keys per call (src/lua/include/max_read_levels.lua).
   std::size_t max_levels() const override { return 1000; }
   const lua_script& acquire_script(bool) const override { return lua::rw_read_acquire; }
   const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_read_release; }

@@ -10,8 +10,9 @@
 -- Returns nil: the owner holds nothing; 0: released one hold, others remain; 1: released and freed.
 --
 -- Dead waiters at the head of the queue are purged first (as Redisson does, but at most 1000 per
--- call), so the message goes to a live head. Unlike Redisson, releasing a lock that is gone is not a success (nil, as release.lua);
--- the head is still woken then, since the lock is free for it. The last hold is freed with DEL.
+-- call), so the message goes to a live head. Unlike Redisson, releasing a lock that is gone is not
+-- a success (nil, as release.lua); the head is still woken then, since the lock is free for it. The
+-- last hold is freed with DEL.
 local pub = string.lower(ARGV[2])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')

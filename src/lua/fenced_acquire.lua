@@ -2,7 +2,7 @@
 -- KEYS[1] lock name (hash: owner field -> hold count), KEYS[2] token key (redisson_lock_token:{name})
 -- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
 -- A token key that does not hold an integer fails the grant before anything is written: INCR's
--- error with the key's name (as optional_fencing_token.lua does for the other kinds).
+-- error with the key's name (make_fencing_token.lua, which every kind's grant uses).
 -- Returns the token (a bulk string of decimal digits) when acquired (or re-entered), else the lock's
 -- PTTL in ms (-1: no expiry).
 --
@@ -13,21 +13,12 @@
 -- before it saw the key), the next token starts from the clock again, which is above every earlier
 -- token as long as the server's clock does not go back and a name gets fewer grants than a million
 -- a second on average over the key's life.
+local token_key = KEYS[2]
 if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then
-  -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
-  -- (INCR gives 1), or one that held 0 or less, starts from the server's clock, with a TTL. Inline,
-  -- as in mutex_fenced_acquire.lua.
-  local token = redis.pcall('incr', KEYS[2])
-  if type(token) == 'table' then
-    return redis.error_reply(tostring(token.err) .. ' (the fencing token key ' .. KEYS[2] .. ')')
-  end
-  if token <= 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
-  end
+  -- #include make_fencing_token.lua
+  if made_error then return made_error end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return string.format('%d', token)
+  return string.format('%d', made)
 end
 return redis.call('pttl', KEYS[1])

@@ -4,22 +4,15 @@
 -- Returns the fencing token (a bulk string of decimal digits) when acquired, else the PTTL in ms
 -- (-1: no expiry). A lock key that is not a string is WRONGTYPE. The fencing token is made as in
 -- fenced_acquire.lua.
+local token_key = KEYS[2]
 if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- The common case is one INCR (Redisson's own step, which keeps the key's TTL). A missing key
-  -- (INCR gives 1), or one that held 0 or less, starts from the server's clock, with a TTL. Inline,
-  -- not optional_fencing_token.lua: its two Lua functions cost this pair 7 % more script time.
-  local token = redis.pcall('incr', KEYS[2])
-  if type(token) == 'table' then
+  -- #include make_fencing_token.lua
+  if made_error then
     -- The token key holds something that is not a count: no grant, and no lock left behind.
     redis.call('del', KEYS[1])
-    return redis.error_reply(tostring(token.err) .. ' (the fencing token key ' .. KEYS[2] .. ')')
+    return made_error
   end
-  if token <= 1 then
-    local t = redis.call('time')
-    token = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('set', KEYS[2], string.format('%d', token), 'PX', 604800000)
-  end
-  return string.format('%d', token)
+  return string.format('%d', made)
 end
 if redis.call('type', KEYS[1]).ok ~= 'string' then
   return redis.error_reply('WRONGTYPE Operation against a key holding the wrong kind of value')

@@ -29,6 +29,7 @@ if pub ~= 'publish' and pub ~= 'spublish' then
 end
 local name, me = KEYS[1], ARGV[3]
 -- #include rwlock_timeout_key.lua
+-- #include max_read_levels.lua
 
 local result = nil
 local state = redis.call('hmget', name, 'mode', me)

@@ -4,12 +4,13 @@
 -- (for "w" the hash field is owner..":write"). An empty ARGV[i+2] repeats the previous key's owner.
 -- Returns only the failures, as a flat array of pairs {i, code}: 0 key gone, 2 not held by this owner
 -- (for "w": no write field; for "r": no read field), 3 key of the wrong type, 4 the read field holds
--- no count from 1 to 1000 (garbage). An empty array: every hold renewed.
+-- no count from 1 to max_levels (garbage). An empty array: every hold renewed.
 --
 -- A read hold renews, like Java's ReadLockTask, every timeout key {N}:<owner>:rwlock_timeout:<j>,
 -- j = count..1, that still exists (a level whose explicit lease ended stays ended), and extends the
 -- hash to the lease; it never shortens the hash (a writer's longer lease stays). A write hold is
 -- renewed like the reentrant lock (HEXISTS, PEXPIRE); Java's LockTask does the same.
+-- #include max_read_levels.lua
 local lease = ARGV[1]
 local kinds = ARGV[2]
 local failed = {}
@@ -25,14 +26,14 @@ for i = 1, #KEYS do
   else
     count = redis.pcall('hget', key, id)
   end
-  local n = type(count) == 'string' and tonumber(count)
-  if type(count) == 'string' and not write and not (n and n >= 1 and n <= 1000 and n == math.floor(n)) then
-    -- Not a count this client can have made (it nests a read at most 1000 deep): the levels behind
-    -- it are unknown, and a loop over it could keep the server busy for hours.
-    failed[#failed + 1] = i
-    failed[#failed + 1] = 4
-  elseif type(count) == 'string' then
-    if lease ~= '0' then
+  if type(count) == 'string' then
+    local n = not write and tonumber(count)
+    if not write and not (n and n >= 1 and n <= max_levels and n == math.floor(n)) then
+      -- Not a count this client can have made (it nests a read at most max_levels deep): the levels
+      -- behind it are unknown, and a loop over it could keep the server busy for hours.
+      failed[#failed + 1] = i
+      failed[#failed + 1] = 4
+    elseif lease ~= '0' then
       if write then
         redis.call('pexpire', key, lease)
       else

@@ -24,6 +24,7 @@ end
 local name, me = KEYS[1], ARGV[4]
 local writer = me .. ':write'
 -- #include rwlock_timeout_key.lua
+-- #include max_read_levels.lua
 
 local result = nil
 local count = false

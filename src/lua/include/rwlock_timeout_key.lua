@@ -7,8 +7,3 @@ local function timeout_key(owner, i)
   if braced then return name .. ':' .. owner .. ':rwlock_timeout:' .. i end
   return '{' .. name .. '}:' .. owner .. ':rwlock_timeout:' .. i
 end
--- A hold count is a number in the hash, not a measure of the keys behind it: '99999999999' is eleven
--- bytes. A script looks at no more than `max_levels` timeout keys per call, so that no value in the
--- hash can keep the server busy (Java loops over whatever count it finds). redlease never nests a
--- read hold deeper than that (lock_protocol::max_levels).
-local max_levels = 1000
