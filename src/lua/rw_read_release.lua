@@ -53,14 +53,15 @@ if mode ~= false and count ~= false then
     else
       -- Is any other reader alive? The first live timeout key answers it. First one random field's
       -- level-1 key (HRANDFIELD, Redis 6.2; 1.4 us where HGETALL of 16 readers costs 5): with many
-      -- readers it is almost always alive. Otherwise, or on an older server, every field in turn.
+      -- readers it is almost always alive. Otherwise, or on an older server, each field in turn.
       local function keep(t)
         if redis.call('pttl', name) < t then redis.call('pexpire', name, string.format('%d', t)) end
         result = 0
       end
-      -- At most max_levels keys are looked at; when they run out undecided, the others count as
-      -- alive and the hash keeps its TTL, which no live reader's key outlasts: the lock is free by
-      -- then at the latest.
+      -- At most max_levels keys are looked at, among the fields of one HSCAN step (about 1000: not
+      -- HGETALL, which copies every field of a hash that crashed readers may have grown to a
+      -- million); when either runs out undecided, the others count as alive and the hash keeps its
+      -- TTL, which no live reader's key outlasts: the lock is free by then at the latest.
       local budget = max_levels - 1
       local pick = redis.pcall('hrandfield', name)
       if type(pick) == 'string' and pick ~= 'mode' then
@@ -68,7 +69,8 @@ if mode ~= false and count ~= false then
         if t > 0 then keep(t) end
       end
       if result == 1 then
-        local fields = redis.call('hgetall', name)
+        local step = redis.call('hscan', name, '0', 'COUNT', max_levels)
+        local fields = step[2]
         for i = 1, #fields, 2 do
           local n = tonumber(fields[i + 1])
           if n then
@@ -87,6 +89,7 @@ if mode ~= false and count ~= false then
           end
           if result == 0 then break end
         end
+        if step[1] ~= '0' then result = 0 end
       end
     end
     if result == 1 then

@@ -45,10 +45,16 @@ if count ~= false then
     if redis.call('hlen', name) > 2 then
       redis.call('hdel', name, writer)
       redis.call('hset', name, 'mode', 'read')
-      -- At most max_levels keys are looked at; when they run out, the hash keeps the TTL it has
-      -- (the writer's lease, which every read level taken under it is within).
+      -- At most max_levels keys are looked at, among the fields of one HSCAN step (about 1000, as
+      -- in rw_read_release.lua); when either runs out, the hash keeps the TTL it has (the writer's
+      -- lease, which every read level taken under it is within).
       local budget = max_levels
-      local fields = redis.call('hgetall', name)
+      local step = redis.call('hscan', name, '0', 'COUNT', max_levels)
+      local fields = step[2]
+      if step[1] ~= '0' then
+        undecided = true
+        fields = {}
+      end
       for i = 1, #fields, 2 do
         local n = tonumber(fields[i + 1])
         if n then
