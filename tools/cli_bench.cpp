@@ -589,6 +589,60 @@ row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key)
   return r;
 }
 
+// ---- B2-sync-raw: what any blocking client can reach on this machine ----------------------------
+// The same 16 threads as B2-sync, each with a connection of its own, sending the library's own
+// scripts one pair at a time and sleeping in recv() for each reply: no library, no I/O thread, no
+// hand-off between threads. It is the design of a blocking client that does its I/O on the calling
+// thread (redis-plus-plus with a pool), with none of a client's own costs: a bound for B2-sync's
+// ratio to the depth-16 ceiling, measured against the same ceilings in the same run.
+row sync_raw_pairs(bench_ctx& x, const std::string& name, int threads, bool mutex) {
+  row r;
+  r.name = name;
+  const std::string lease = "30000";
+  auto body = [&](int t, std::atomic<bool>& stop, thread_results& out) {
+    bench::raw_conn rc(x.cfg);
+    std::string key = x.prefix + name + ":" + std::to_string(t);
+    stream acq, rel;
+    if (mutex) {
+      std::string token = "0123456789abcdef0123456789abcd" + std::to_string(10 + t);
+      acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
+      rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, channel_of(key, true), token});
+    } else {
+      std::string field = x.fake_uuid + ":" + std::to_string(t);
+      std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(t) + "0123456789abcdef";
+      acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
+      rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, channel_of(key, false), "0", lease, field, "1", "0",
+               "60000"});
+    }
+    out.lat.reserve(1 << 18);
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto t0 = steady::now();
+      rc.send(acq.payload);
+      auto ta = rc.read(1);
+      rc.send(rel.payload);
+      auto tr = rc.read(1);
+      if (ta.nil != 1 || tr.integer != 1 || tr.int_sum != 1)
+        throw std::runtime_error(name + ": a pair did not acquire and free: " + ta.first_error + tr.first_error);
+      out.lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0).count());
+      ++out.ops;
+    }
+  };
+  run_threads(threads, x.warm_s, body, nullptr, nullptr);
+  snap a, b;
+  auto res = run_threads(threads, x.case_s, body, [&] { a = take(x, nullptr); }, [&] { b = take(x, nullptr); });
+  std::vector<float> lat;
+  double ops = 0;
+  for (auto& t : res) {
+    ops += static_cast<double>(t.ops);
+    lat.insert(lat.end(), t.lat.begin(), t.lat.end());
+  }
+  fill_common(r, a, b, ops);
+  r.rt_per_op = 2;
+  fill_latency(r, lat);
+  r.num("threads", threads);
+  return r;
+}
+
 // ---- B2-async: many owners on the client's own I/O thread --------------------------------------
 
 template <bool Mutex, bool Fenced = false>
@@ -1089,7 +1143,7 @@ int run_bench(options opt) {
     return r;
   };
   for (const char* n : {"B2-sync-reentrant", "B2-sync-fenced-reentrant", "B2-async-reentrant", "B2-sync-mutex",
-                        "B2-sync-fenced-mutex", "B2-async-mutex"})
+                        "B2-sync-fenced-mutex", "B2-async-mutex", "B2-sync-raw-reentrant", "B2-sync-raw-mutex"})
     want(n);
   // What a blocking caller pays, next to the rate: context switches and client CPU per pair, and the
   // rate against the ceiling at depth 16 (16 per write, 16 to 32 unanswered: issue 18's yardstick)
@@ -1132,6 +1186,23 @@ int run_bench(options opt) {
                            "B2-sync-mutex", x.mutex_pair_ceiling, "mutex ceiling");
   });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
+  // The raw rows have no client, hence no commands per write: the note says what they are instead.
+  auto raw_vs = [&](row r, double ceiling, double ceiling_d16, double ceiling_d8, const char* what) {
+    r = sync_vs(std::move(r), ceiling, ceiling_d16, ceiling_d8, what);
+    auto cut = r.note.find("; ");
+    auto rest = r.note.find("; ", cut + 2);
+    if (cut != std::string::npos && rest != std::string::npos)
+      r.note = r.note.substr(0, cut) + "; no library, a connection per thread" + r.note.substr(rest);
+    return r;
+  };
+  attempt("B2-sync-raw-reentrant", [&] {
+    return raw_vs(sync_raw_pairs(x, "B2-sync-raw-reentrant", 16, false), x.pair_ceiling, x.pair_ceiling_d16,
+                  x.pair_ceiling_d8, "pair ceiling");
+  });
+  attempt("B2-sync-raw-mutex", [&] {
+    return raw_vs(sync_raw_pairs(x, "B2-sync-raw-mutex", 16, true), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
+                  x.mutex_pair_ceiling_d8, "mutex ceiling");
+  });
   // The async ones: the library's runs batch differently (commands per write), which moves Redis's
   // CPU per command, so the scripts' own cost is also compared raw: both pairs pipelined 256 deep,
   // back to back.
