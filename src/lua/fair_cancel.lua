@@ -14,18 +14,28 @@ if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
 end
 local name, queue, deadlines, me = KEYS[1], KEYS[2], KEYS[3], ARGV[1]
-local all = redis.call('lrange', queue, 0, -1)
-local pos = nil
-for i = 1, #all do
-  if all[i] == me then pos = i break end
+-- Only the waiters behind the caller are read (LPOS finds it inside the server; Redis 6.0.6): a
+-- caller at the tail of a long queue copies nothing into Lua. An older server reads the whole queue.
+local pos = redis.pcall('lpos', queue, me)
+local behind, first = nil, 1
+if type(pos) == 'table' then
+  behind = redis.call('lrange', queue, 0, -1)
+  pos = false
+  for i = 1, #behind do
+    if behind[i] == me then
+      pos, first = i - 1, i + 1
+      break
+    end
+  end
 end
 local queued = redis.call('zrem', deadlines, me)
-if pos == nil then return queued end
-for i = pos + 1, #all do
-  if all[i] ~= me then redis.call('zincrby', deadlines, -tonumber(ARGV[2]), all[i]) end
+if pos == false then return queued end
+if not behind then behind = redis.call('lrange', queue, pos + 1, -1) end
+for i = first, #behind do
+  if behind[i] ~= me then redis.call('zincrby', deadlines, -tonumber(ARGV[2]), behind[i]) end
 end
 redis.call('lrem', queue, 0, me)
-if pos == 1 and redis.call('exists', name) == 0 then
+if pos == 0 and redis.call('exists', name) == 0 then
   local head = redis.call('lindex', queue, 0)
   if head then redis.pcall(pub, ARGV[3] .. ':' .. head, '0') end
 end
