@@ -46,25 +46,48 @@ struct lock_status {
   std::vector<holder> holders;
   std::vector<channel_count> channels;
   std::string mode;                // a read-write lock's mode: read | write
-  std::vector<std::string> queue;  // a fair lock's waiters, head first
+  long long holder_count = 0;      // all the hash's holder fields; `holders` has at most list_cap
+  std::vector<std::string> queue;  // a fair lock's waiters, head first: at most list_cap
+  long long queue_length = 0;      // all of them
   long long waiters() const {
-    long long n = static_cast<long long>(queue.size());  // a fair lock's waiters listen on channels of their own
+    long long n = queue_length;  // a fair lock's waiters listen on channels of their own
     for (auto& c : channels) n += c.subscribers;
     return n;
   }
 };
+
+// A hash that crashed readers grew, or a queue that crashed waiters grew, can hold a million
+// entries: status lists the first list_cap of each and counts the rest, so that it neither copies
+// them all (HGETALL of 300,000 fields kept the server busy for a quarter of a second) nor prints them.
+constexpr std::size_t list_cap = 100;
 
 lock_status inspect(client& c, const std::string& name) {
   lock_status s;
   s.name = name;
   std::string type = c.command({"TYPE", name}).str;
   if (type == "hash") {
-    auto all = c.command({"HGETALL", name});
-    for (std::size_t i = 0; i + 1 < all.elements.size(); i += 2) {
-      // Redisson's read-write lock keeps its mode among the owners' fields.
-      if (all.elements[i].str == "mode") s.mode = all.elements[i + 1].str;
-      else s.holders.push_back({all.elements[i].str, all.elements[i + 1].str});
+    auto add = [&s](const reply& fields) {
+      for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
+        // Redisson's read-write lock keeps its mode among the owners' fields.
+        if (fields.elements[i].str == "mode") s.mode = fields.elements[i + 1].str;
+        else if (s.holders.size() < list_cap) s.holders.push_back({fields.elements[i].str, fields.elements[i + 1].str});
+      }
+    };
+    long long fields = c.command({"HLEN", name}).integer;
+    if (fields <= static_cast<long long>(list_cap) + 1) {
+      add(c.command({"HGETALL", name}));
+    } else {
+      auto m = c.command({"HGET", name, "mode"});
+      if (!m.is_nil()) s.mode = m.str;
+      std::string cursor = "0";
+      do {
+        auto step = c.command({"HSCAN", name, cursor, "COUNT", std::to_string(list_cap)});
+        if (step.elements.size() != 2) break;
+        cursor = step.elements[0].str;
+        add(step.elements[1]);
+      } while (cursor != "0" && s.holders.size() < list_cap);
     }
+    s.holder_count = fields - (s.mode.empty() ? 0 : 1);
     if (!s.mode.empty()) s.kind = "read-write";
     else if (!s.holders.empty()) s.kind = "reentrant";
   } else if (type == "string") {
@@ -89,8 +112,10 @@ lock_status inspect(client& c, const std::string& name) {
   }
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
-    auto q = c.command({"LRANGE", channel_of("redisson_lock_queue", name), "0", "-1"});
+    const std::string queue = channel_of("redisson_lock_queue", name);
+    auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)});
     for (auto& e : q.elements) s.queue.push_back(e.str);
+    s.queue_length = s.queue.size() < list_cap ? static_cast<long long>(s.queue.size()) : c.command({"LLEN", queue}).integer;
     if (!s.queue.empty() && s.kind == "reentrant") s.kind = "fair";
   }
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
@@ -113,7 +138,7 @@ std::string to_json(const lock_status& s) {
   if (!s.queue.empty()) {
     out += ",\"queue\":[";
     for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? "," : "") + json_string(s.queue[i]);
-    out += "]";
+    out += "],\"queue_length\":" + std::to_string(s.queue_length);
   }
   if (s.kind == "reentrant" || s.kind == "fair" || s.kind == "read-write") {
     out += ",\"holders\":[";
@@ -125,7 +150,7 @@ std::string to_json(const lock_status& s) {
       out += (i ? ",{\"owner\":" : "{\"owner\":") + json_string(h.owner) +
              ",\"count\":" + (numeric ? std::to_string(n) : json_string(h.count)) + "}";
     }
-    out += "]";
+    out += "],\"holder_count\":" + std::to_string(s.holder_count);
   } else if (s.kind == "mutex") {
     out += ",\"token\":" + json_string(s.holders.front().owner);
   }
@@ -159,9 +184,14 @@ std::string holders_text(const lock_status& s) {
     first = false;
     out += printable(h.owner, true) + " x" + printable(h.count, true);
   }
+  auto more = [](long long all, std::size_t shown) {
+    return all > static_cast<long long>(shown) ? ", ... (" + std::to_string(all) + " in all)" : std::string();
+  };
+  out += more(s.holder_count, s.holders.size());
   if (!s.queue.empty()) {
     out += out.empty() ? "queue: " : "; queue: ";
     for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? ", " : "") + printable(s.queue[i], true);
+    out += more(s.queue_length, s.queue.size());
   }
   return out.empty() ? "-" : out;
 }

@@ -546,6 +546,44 @@ TEST_F(cli_test, status_shows_a_fair_locks_queue_and_a_read_write_locks_mode_and
   r.unlock();
 }
 
+// A fair queue of 200,000 crashed waiters and a read-write hash of 300,000 crashed readers: status
+// lists the first 100 of each and counts them all (it copied and printed every one before).
+TEST_F(cli_test, status_lists_the_first_hundred_waiters_and_holders_and_counts_them_all) {
+  std::vector<std::string> push{"RPUSH", "redisson_lock_queue:{st:longq}"};
+  for (int i = 0; i < 10000; ++i) push.push_back("crashed-" + std::to_string(i) + ":1");
+  for (int k = 0; k < 20; ++k) raw().command(push);
+  raw()({"HSET", "st:longq", "holder:1", "1"});
+  raw()({"HSET", "st:many", "mode", "read"});
+  for (int k = 0; k < 15; ++k) {
+    std::vector<std::string> hset{"HSET", "st:many"};
+    for (int i = 0; i < 20000; ++i) {
+      hset.push_back("reader-" + std::to_string(k * 20000 + i) + ":1");
+      hset.push_back("1");
+    }
+    raw().command(hset);
+  }
+  auto out = run({"status", "st:longq", "st:many", "--redis", url(), "--json"});
+  EXPECT_EQ(out.status, 0) << out.err;
+  EXPECT_LT(out.out.size(), 20000u) << "status printed every entry";
+  EXPECT_NE(out.out.find("\"kind\":\"fair\""), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"queue_length\":200000"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"waiters\":200000"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("crashed-99:1"), std::string::npos) << out.out;
+  EXPECT_EQ(out.out.find("crashed-100:1"), std::string::npos) << "more than 100 of the queue";
+  EXPECT_NE(out.out.find("\"holder_count\":300000"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"mode\":\"read\""), std::string::npos) << out.out;
+  std::size_t readers = 0;
+  for (auto p = out.out.find("\"owner\":\"reader-"); p != std::string::npos; p = out.out.find("\"owner\":\"reader-", p + 1))
+    ++readers;
+  EXPECT_GE(readers, 1u);
+  EXPECT_LE(readers, 100u);
+  auto table = run({"status", "st:longq", "st:many", "--redis", url()});
+  EXPECT_NE(table.out.find(", ... (200000 in all)"), std::string::npos) << table.out.substr(0, 2000);
+  EXPECT_NE(table.out.find(", ... (300000 in all)"), std::string::npos) << table.out.substr(0, 2000);
+  EXPECT_NE(table.out.find("mode read: "), std::string::npos);
+  raw()({"DEL", "redisson_lock_queue:{st:longq}", "st:longq", "st:many"});
+}
+
 TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
   client c{cfg()};
   auto r1 = c.lock("r");
