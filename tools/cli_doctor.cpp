@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include "commands.hpp"
 #include "info_parser.hpp"
 #include "redlease/redlease.hpp"
+#include "redlease_lua.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -991,11 +993,63 @@ void check_persistence(client& c, context& cx, report& r) {
 
 // ---- 5. renamed or disabled commands ----------------------------------------------------------
 
+// A command a script calls by its name (`redis.call('name'` or `redis.pcall('name'`), upper case.
+// PUBLISH/SPUBLISH are called through a variable, the client's choice, and are among the client's
+// own commands below.
+struct script_command {
+  std::string name;
+  std::vector<std::string> users;  // who calls it: "the fair lock", ...
+};
+
+// The script commands the scripts can do without: they check the call's error and take a slower
+// path (src/lua/fair_cancel.lua, rw_read_release.lua). Every other one is needed.
+const std::vector<std::pair<std::string, std::string>> can_do_without = {
+    {"LPOS", "a fair waiter that gives up reads the whole queue to find itself (slower with long queues)"},
+    {"HRANDFIELD", "a read release checks the readers in turn, not one picked at random first (slower with many "
+                   "readers)"},
+};
+
+// Who a script serves, by its name (src/lua/).
+std::string user_of(std::string_view script) {
+  auto starts = [&](std::string_view p) { return script.substr(0, p.size()) == p; };
+  if (starts("fair_")) return "the fair lock";
+  if (starts("rw_")) return "the read-write lock";
+  if (starts("stock_")) return "segmented stock";
+  if (script.find("fenced") != std::string_view::npos) return "fencing tokens";
+  return "the reentrant lock and mutex";
+}
+
+std::vector<script_command> script_commands() {
+  std::vector<script_command> out;
+  for (const auto* sc : detail::lua::all) {
+    std::string_view b = sc->body;
+    for (std::string_view call : {"redis.call(", "redis.pcall("}) {
+      for (auto p = b.find(call); p != std::string_view::npos; p = b.find(call, p + 1)) {
+        auto q = p + call.size();
+        if (q >= b.size() || (b[q] != '\'' && b[q] != '"')) continue;  // a variable: PUBLISH/SPUBLISH
+        auto e = b.find(b[q], q + 1);
+        if (e == std::string_view::npos) continue;
+        std::string name(b.substr(q + 1, e - q - 1));
+        for (auto& ch : name) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+        auto it = std::find_if(out.begin(), out.end(), [&](const script_command& x) { return x.name == name; });
+        if (it == out.end()) it = out.insert(out.end(), script_command{name, {}});
+        // The token's commands come into the fair and read-write scripts by an include and serve
+        // fenced acquisitions only.
+        std::string user = name == "INCR" || name == "TIME" ? "fencing tokens" : user_of(sc->name);
+        if (std::find(it->users.begin(), it->users.end(), user) == it->users.end()) it->users.push_back(user);
+      }
+    }
+  }
+  return out;
+}
+
 void check_commands(client& c, report& r) {
-  // The commands the client sends and the ones its scripts call. SCRIPT is not used by the library.
-  static const std::vector<std::string> needed = {"EVAL",   "EVALSHA", "PUBLISH", "SUBSCRIBE", "HGET",
-                                                  "GET",    "EXISTS",  "PTTL",    "PEXPIRE",   "HINCRBY",
-                                                  "DEL",    "HEXISTS", "SET",     "TYPE",      "SCRIPT"};
+  // The commands the client sends itself, then every command its scripts call (read from the
+  // embedded scripts, so that the list cannot fall behind them). SCRIPT is not used by the library.
+  std::vector<std::string> needed = {"EVAL", "EVALSHA", "PUBLISH", "SUBSCRIBE", "PING", "SCRIPT"};
+  const auto from_scripts = script_commands();
+  for (const auto& sc : from_scripts)
+    if (std::find(needed.begin(), needed.end(), sc.name) == needed.end()) needed.push_back(sc.name);
   std::vector<std::string> missing;
   std::string how = "COMMAND INFO";
   std::vector<std::string> cmd{"COMMAND", "INFO"};
@@ -1007,7 +1061,8 @@ void check_commands(client& c, report& r) {
       if (rep.elements[i].is_nil()) missing.push_back(needed[i]);
   } else {
     // COMMAND INFO refused: each command alone, without arguments, gets "wrong number of arguments"
-    // if it exists and "unknown command" if not, before any permission check, and runs nothing.
+    // if it exists and "unknown command" if not, before any permission check, and runs nothing
+    // (TIME and PING, which take none, only answer).
     how = "calls without arguments (COMMAND INFO refused: " + error_text(rep, ec) + ")";
     for (const auto& name : needed) {
       std::error_code e2;
@@ -1020,33 +1075,45 @@ void check_commands(client& c, report& r) {
     }
   }
   if (missing.empty()) {
-    r.ok("commands", std::to_string(needed.size()) + " commands the locks use are known, per " + how);
+    r.ok("commands", std::to_string(needed.size()) + " commands the locks and their scripts use are known, per " + how);
     return;
   }
-  // The library does without PUBLISH (the scripts call it through pcall) and SUBSCRIBE (waiters
-  // poll), and does not use SCRIPT at all; the others it or its scripts cannot do without.
-  std::string list, wakeup_list;
-  std::vector<std::string> effects;
+  // What each missing command costs. The reentrant lock and the mutex cannot do without the
+  // client's EVAL/EVALSHA/PING or their scripts' commands: FAIL. Another kind's command breaks that
+  // kind only, PUBLISH and SUBSCRIBE only wake-ups, one the scripts can do without only speed: WARN.
+  std::string list;
+  std::vector<std::string> effects, wakeup;
   bool fatal = false;
+  auto join_users = [](const std::vector<std::string>& users) {
+    std::string out;
+    for (std::size_t i = 0; i < users.size(); ++i) out += (i ? (i + 1 == users.size() ? " and " : ", ") : "") + users[i];
+    return out;
+  };
   for (const auto& m : missing) {
     list += (list.empty() ? "" : ", ") + m;
+    auto sc = std::find_if(from_scripts.begin(), from_scripts.end(), [&](const script_command& x) { return x.name == m; });
     if (m == "PUBLISH" || m == "SUBSCRIBE") {
-      wakeup_list += (wakeup_list.empty() ? "" : ", ") + m;
-      add_effect(effects, m == "PUBLISH" ? without_publish : without_subscribe);
+      add_effect(wakeup, m == "PUBLISH" ? without_publish : without_subscribe);
+    } else if (m == "SCRIPT") {
+      add_effect(effects, "SCRIPT: the locks do not use it, scripts and tools that load scripts do");
+    } else if (sc == from_scripts.end()) {
+      fatal = true;  // EVAL, EVALSHA, PING: the client sends them
+    } else if (auto w = std::find_if(can_do_without.begin(), can_do_without.end(),
+                                     [&](const auto& x) { return x.first == m; });
+               w != can_do_without.end()) {
+      add_effect(effects, m + ": " + w->second);
     } else {
-      fatal = fatal || m != "SCRIPT";
+      bool core = std::find(sc->users.begin(), sc->users.end(), "the reentrant lock and mutex") != sc->users.end();
+      fatal = fatal || core;
+      add_effect(effects, m + ": " + join_users(sc->users) + " cannot work (their scripts fail with server_error)");
     }
   }
+  if (!wakeup.empty()) effects.push_back(wakeup_effects(wakeup));
   std::string detail = "unknown (renamed or disabled) per " + how + ": " + list;
-  if (fatal)
-    r.fail("commands", detail + "; the client or its scripts call them by these names",
-           "remove the rename-command lines for them from redis.conf (and restart)");
-  else if (!wakeup_list.empty())
-    r.warn("commands", detail + "; without " + wakeup_list + " " + wakeup_effects(effects),
-           "remove the rename-command lines for them from redis.conf (and restart)");
-  else
-    r.warn("commands", detail + "; the locks do not use it, scripts and tools that load scripts do",
-           "remove its rename-command line from redis.conf if you need it");
+  for (const auto& e : effects) detail += "; " + e;
+  const std::string fix = "remove the rename-command lines for them from redis.conf (and restart)";
+  if (fatal) r.fail("commands", detail + "; the client or its scripts call them by these names", fix);
+  else r.warn("commands", detail, fix);
 }
 
 // ---- 6. clock ---------------------------------------------------------------------------------

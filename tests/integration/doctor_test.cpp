@@ -536,6 +536,29 @@ TEST_F(doctor_test, renamed_publish_warns_that_releases_wake_no_waiter) {
   EXPECT_EQ(status_of(r.out, "probe.wait"), "OK") << r.out;
 }
 
+// The commands the scripts call are read from the embedded scripts, so every lock kind's are
+// checked: one that only the fair lock needs breaks that kind (WARN, naming it; the reentrant lock
+// and mutex are not affected), one the scripts can do without only costs speed, and the token's
+// INCR only fencing.
+TEST_F(doctor_test, renamed_commands_of_other_kinds_name_the_kind_they_break) {
+  auto s = start({"--rename-command", "ZADD", "", "--rename-command", "LPOS", "", "--rename-command", "INCR", ""});
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  std::string line = line_of(r.out, "commands");
+  EXPECT_EQ(status_of(r.out, "commands"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "ZADD: the fair lock cannot work")) << line;
+  EXPECT_TRUE(has(line, "LPOS: a fair waiter that gives up reads the whole queue")) << line;
+  EXPECT_TRUE(has(line, "INCR: fencing tokens cannot work")) << line;
+  EXPECT_FALSE(has(line, "the reentrant lock and mutex")) << line;
+  EXPECT_TRUE(has(line, "rename-command")) << line;
+  // One of the reentrant lock's own script commands: FAIL.
+  auto core = start({"--rename-command", "HINCRBY", ""});
+  r = run_doctor({"--redis", core->url()});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  EXPECT_EQ(status_of(r.out, "commands"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "commands"), "HINCRBY: the reentrant lock and mutex")) << r.out;
+}
+
 TEST_F(doctor_test, memory_near_maxmemory_warns_that_acquisitions_are_refused_not_releases) {
   auto s = start({"--maxmemory-policy", "noeviction"});
   auto admin = s->client();
