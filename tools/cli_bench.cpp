@@ -1186,22 +1186,29 @@ int run_bench(options opt) {
                            "B2-sync-mutex", x.mutex_pair_ceiling, "mutex ceiling");
   });
   attempt("B2-async-mutex", [&] { return vs(async_pairs<true>(x, "B2-async-mutex", 256), x.mutex_pair_ceiling, "mutex ceiling"); });
-  // The raw rows have no client, hence no commands per write: the note says what they are instead.
-  auto raw_vs = [&](row r, double ceiling, double ceiling_d16, double ceiling_d8, const char* what) {
+  // The raw rows have no client, hence no commands per write: the note says what they are instead,
+  // and how much of their rate the library's row of the same run reached (`library_share`).
+  auto raw_vs = [&](row r, double ceiling, double ceiling_d16, double ceiling_d8, const char* what,
+                    const char* library) {
     r = sync_vs(std::move(r), ceiling, ceiling_d16, ceiling_d8, what);
     auto cut = r.note.find("; ");
     auto rest = r.note.find("; ", cut + 2);
     if (cut != std::string::npos && rest != std::string::npos)
       r.note = r.note.substr(0, cut) + "; no library, a connection per thread" + r.note.substr(rest);
+    for (auto& other : x.rows)
+      if (other.name == library && other.ops_per_s > 0 && r.ops_per_s > 0) {
+        r.num("library_share", other.ops_per_s / r.ops_per_s);
+        r.note += "; " + std::string(library) + " " + fmt("%.2f", other.ops_per_s / r.ops_per_s) + "x this";
+      }
     return r;
   };
   attempt("B2-sync-raw-reentrant", [&] {
     return raw_vs(sync_raw_pairs(x, "B2-sync-raw-reentrant", 16, false), x.pair_ceiling, x.pair_ceiling_d16,
-                  x.pair_ceiling_d8, "pair ceiling");
+                  x.pair_ceiling_d8, "pair ceiling", "B2-sync-reentrant");
   });
   attempt("B2-sync-raw-mutex", [&] {
     return raw_vs(sync_raw_pairs(x, "B2-sync-raw-mutex", 16, true), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
-                  x.mutex_pair_ceiling_d8, "mutex ceiling");
+                  x.mutex_pair_ceiling_d8, "mutex ceiling", "B2-sync-mutex");
   });
   // The async ones: the library's runs batch differently (commands per write), which moves Redis's
   // CPU per command, so the scripts' own cost is also compared raw: both pairs pipelined 256 deep,
