@@ -58,13 +58,16 @@ end
 
 local free = redis.call('exists', name) == 0
 if free and (not head or head == me) then
-  -- Read before take_token() writes: deadlines of another type fail here, with nothing written.
-  local queued = redis.call('zscore', deadlines, me)
+  -- Deadlines of another type fail before anything is written: with a token, a ZSCORE before
+  -- take_token() writes; without one, nothing is written before the ZREM, whose reply says whether
+  -- the caller was queued (one call on the plain hand-off, not two).
+  local queued = nil
+  if token_key then queued = redis.call('zscore', deadlines, me) ~= false end
   local e = take_token()
   if e then return e end
+  if queued ~= false then queued = redis.call('zrem', deadlines, me) == 1 end
   if head then redis.call('lpop', queue) end
   if queued then
-    redis.call('zrem', deadlines, me)
     -- Everyone moves up one place: the acquirer's allowance comes off every other deadline, but
     -- not below now + lease (nobody is dead before the new holder's lease could end), and a
     -- deadline never grows (a dead waiter blocks no longer than Redisson would let it).
