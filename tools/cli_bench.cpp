@@ -543,6 +543,24 @@ std::vector<thread_results> run_threads(int threads, double secs, Body body, con
   return res;
 }
 
+// Runs `body` on `threads` threads, a warm-up and then the measured run, and fills the row: rate,
+// CPU and round trips (counted on `c`, when there is a client), latency of each op, thread count.
+template <class Body>
+void measure_threads(bench_ctx& x, row& r, int threads, Body body, const client* c) {
+  run_threads(threads, x.warm_s, body, nullptr, nullptr);
+  snap a, b;
+  auto res = run_threads(threads, x.case_s, body, [&] { a = take(x, c); }, [&] { b = take(x, c); });
+  std::vector<float> lat;
+  double ops = 0;
+  for (auto& t : res) {
+    ops += static_cast<double>(t.ops);
+    lat.insert(lat.end(), t.lat.begin(), t.lat.end());
+  }
+  fill_common(r, a, b, ops);
+  fill_latency(r, lat);
+  r.num("threads", threads);
+}
+
 template <lock_kind K>
 auto make_kind(client& c, const std::string& name) {
   if constexpr (K == lock_kind::mutex) return c.mutex(name);
@@ -574,18 +592,7 @@ row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key)
       ++out.ops;
     }
   };
-  run_threads(threads, x.warm_s, body, nullptr, nullptr);
-  snap a, b;
-  auto res = run_threads(threads, x.case_s, body, [&] { a = take(x, &c); }, [&] { b = take(x, &c); });
-  std::vector<float> lat;
-  double ops = 0;
-  for (auto& t : res) {
-    ops += static_cast<double>(t.ops);
-    lat.insert(lat.end(), t.lat.begin(), t.lat.end());
-  }
-  fill_common(r, a, b, ops);
-  fill_latency(r, lat);
-  r.num("threads", threads);
+  measure_threads(x, r, threads, body, &c);
   return r;
 }
 
@@ -627,19 +634,8 @@ row sync_raw_pairs(bench_ctx& x, const std::string& name, int threads, bool mute
       ++out.ops;
     }
   };
-  run_threads(threads, x.warm_s, body, nullptr, nullptr);
-  snap a, b;
-  auto res = run_threads(threads, x.case_s, body, [&] { a = take(x, nullptr); }, [&] { b = take(x, nullptr); });
-  std::vector<float> lat;
-  double ops = 0;
-  for (auto& t : res) {
-    ops += static_cast<double>(t.ops);
-    lat.insert(lat.end(), t.lat.begin(), t.lat.end());
-  }
-  fill_common(r, a, b, ops);
-  r.rt_per_op = 2;
-  fill_latency(r, lat);
-  r.num("threads", threads);
+  measure_threads(x, r, threads, body, nullptr);
+  r.rt_per_op = 2;  // no client to count them
   return r;
 }
 
