@@ -1002,11 +1002,13 @@ struct script_command {
 };
 
 // The script commands the scripts can do without: they check the call's error and take a slower
-// path (src/lua/fair_cancel.lua, rw_read_release.lua). Every other one is needed.
+// path (src/lua/fair_cancel.lua, rw_read_release.lua, force_unlock.lua). Every other one is needed.
 const std::vector<std::pair<std::string, std::string>> can_do_without = {
     {"LPOS", "a fair waiter that gives up reads the whole queue to find itself (slower with long queues)"},
     {"HRANDFIELD", "a read release checks the readers in turn, not one picked at random first (slower with many "
                    "readers)"},
+    {"UNLINK", "a forced unlock deletes the lock with DEL (a lock of many fields blocks the server while it is "
+               "freed)"},
 };
 
 // Who a script serves, by its name (src/lua/).

@@ -541,7 +541,8 @@ TEST_F(doctor_test, renamed_publish_warns_that_releases_wake_no_waiter) {
 // and mutex are not affected), one the scripts can do without only costs speed, and the token's
 // INCR only fencing.
 TEST_F(doctor_test, renamed_commands_of_other_kinds_name_the_kind_they_break) {
-  auto s = start({"--rename-command", "ZADD", "", "--rename-command", "LPOS", "", "--rename-command", "INCR", ""});
+  auto s = start({"--rename-command", "ZADD", "", "--rename-command", "LPOS", "", "--rename-command", "INCR", "",
+                  "--rename-command", "UNLINK", ""});
   auto r = run_doctor({"--redis", s->url()});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   std::string line = line_of(r.out, "commands");
@@ -549,6 +550,7 @@ TEST_F(doctor_test, renamed_commands_of_other_kinds_name_the_kind_they_break) {
   EXPECT_TRUE(has(line, "ZADD: the fair lock cannot work")) << line;
   EXPECT_TRUE(has(line, "LPOS: a fair waiter that gives up reads the whole queue")) << line;
   EXPECT_TRUE(has(line, "INCR: fencing tokens cannot work")) << line;
+  EXPECT_TRUE(has(line, "UNLINK: a forced unlock deletes the lock with DEL")) << line;
   EXPECT_FALSE(has(line, "the reentrant lock and mutex")) << line;
   EXPECT_TRUE(has(line, "rename-command")) << line;
   // One of the reentrant lock's own script commands: FAIL.
