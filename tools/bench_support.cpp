@@ -2,12 +2,14 @@
 #include "bench_support.hpp"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <stdexcept>
+#include <utility>
 
 namespace redlease::cli::bench {
 namespace {
@@ -257,6 +260,98 @@ std::size_t raw_conn::read_some(std::size_t max, tally& t) {
     fill();
   }
   return got;
+}
+
+namespace {
+void futex_wait(std::atomic<std::uint32_t>& a, std::uint32_t old) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAIT_PRIVATE, old, nullptr, nullptr, 0);
+}
+void futex_wake(std::atomic<std::uint32_t>& a) {
+  ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&a), FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+}
+}  // namespace
+
+shared_conn::shared_conn(const config& cfg) : rc_(cfg), reader_([this] { read_replies(); }) {}
+
+shared_conn::~shared_conn() {
+  try {
+    if (reader_.joinable()) close();
+  } catch (...) {
+  }
+}
+
+void shared_conn::call(std::string_view request) {
+  waiter w;
+  bool writer = false;
+  {
+    std::lock_guard g(m_);
+    queued_ += request;
+    fifo_.push_back(&w);
+    writer = !std::exchange(writing_, true);
+  }
+  if (writer) {
+    // This caller writes whatever is queued, its own request first, until the queue stays empty.
+    std::string out;
+    for (;;) {
+      {
+        std::lock_guard g(m_);
+        if (queued_.empty()) {
+          writing_ = false;
+          break;
+        }
+        out.swap(queued_);
+      }
+      rc_.send(out);
+      out.clear();
+    }
+  }
+  while (w.done.load(std::memory_order_acquire) == 0) futex_wait(w.done, 0);
+}
+
+void shared_conn::read_replies() {
+  try {
+    for (;;) {
+      {
+        std::lock_guard g(m_);
+        if (fifo_.empty() && quit_) return;
+      }
+      std::size_t n = rc_.read_some(256, got_);
+      std::lock_guard g(m_);
+      for (std::size_t i = 0; i < n && !fifo_.empty(); ++i) {
+        waiter* w = fifo_.front();
+        fifo_.pop_front();
+        w->done.store(1, std::memory_order_release);
+        futex_wake(w->done);
+      }
+    }
+  } catch (const std::exception& e) {
+    // Callers still waiting would sleep for ever: they are released, and close() reports it.
+    std::lock_guard g(m_);
+    error_ = e.what();
+    for (waiter* w : fifo_) {
+      w->done.store(1, std::memory_order_release);
+      futex_wake(w->done);
+    }
+    fifo_.clear();
+  }
+}
+
+tally shared_conn::close() {
+  bool failed = false;
+  {
+    std::lock_guard g(m_);
+    quit_ = true;
+    failed = !error_.empty();
+  }
+  // The reader sleeps in recv() whenever no reply is due: one more reply wakes it to leave.
+  if (!failed) {
+    std::string ping;
+    encode(ping, {"PING"});
+    call(ping);
+  }
+  reader_.join();
+  if (!error_.empty()) throw std::runtime_error("bench shared connection: " + error_);
+  return got_;
 }
 
 tally pump(raw_conn& c, std::string_view payload, const std::vector<std::size_t>& offsets, std::size_t depth,

@@ -3,12 +3,16 @@
 // logic, no allocation per reply), and the process/server meters every case reads before and after.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "redlease/config.hpp"
@@ -72,6 +76,43 @@ class raw_conn {
   bool spin_ = false;
   std::vector<char> buf_;
   std::size_t rpos_ = 0, wpos_ = 0;
+};
+
+/// One raw connection that blocking threads share, with none of a client's own costs: the design
+/// of the library's blocking calls reduced to what it cannot do without. A caller appends its
+/// request to a queue and, when no other caller is writing, writes the whole queue itself (flat
+/// combining: a batch forms while a write is under way, and no thread is woken to write); a reader
+/// thread reads the replies and wakes each caller with a futex. Nothing spins (16 spinning callers on
+/// two vCPUs take the cores from the reader and the server). `call` is thread-safe; the rest is not.
+/// Throws std::runtime_error on I/O errors (from the constructor, or `close` for the reader's).
+class shared_conn {
+ public:
+  explicit shared_conn(const config& cfg);
+  /// Stops the reader (see `close`); never throws.
+  ~shared_conn();
+  shared_conn(const shared_conn&) = delete;
+  shared_conn& operator=(const shared_conn&) = delete;
+
+  /// Sends one encoded command and sleeps until its reply has been read.
+  void call(std::string_view request);
+  /// Stops the reader (a PING wakes it) once every call has returned, and counts every reply it read,
+  /// that PING's included. Rethrows the reader's I/O error.
+  tally close();
+
+ private:
+  struct waiter {
+    std::atomic<std::uint32_t> done{0};
+  };
+  void read_replies();
+  raw_conn rc_;
+  std::mutex m_;
+  std::string queued_;         // requests not yet written, in order
+  std::deque<waiter*> fifo_;   // one per request written or queued, in wire order
+  bool writing_ = false;       // a caller is writing the queue
+  bool quit_ = false;
+  tally got_;
+  std::string error_;          // the reader's
+  std::thread reader_;
 };
 
 /// Sends the commands of `payload` (their start offsets in `offsets`, plus the end as the last

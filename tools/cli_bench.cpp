@@ -602,25 +602,32 @@ row sync_pairs(bench_ctx& x, const std::string& name, int threads, bool one_key)
 // hand-off between threads. It is the design of a blocking client that does its I/O on the calling
 // thread (redis-plus-plus with a pool), with none of a client's own costs: a bound for B2-sync's
 // ratio to the depth-16 ceiling, measured against the same ceilings in the same run.
+// Thread t's acquire and release requests of a raw row: the library's own scripts and arguments,
+// on a key of its own, with a 30 s lease.
+std::pair<stream, stream> raw_pair_requests(const bench_ctx& x, const std::string& name, int t, bool mutex) {
+  const std::string lease = "30000";
+  std::string key = x.prefix + name + ":" + std::to_string(t);
+  stream acq, rel;
+  if (mutex) {
+    std::string token = "0123456789abcdef0123456789abcd" + std::to_string(10 + t);
+    acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
+    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, channel_of(key, true), token});
+  } else {
+    std::string field = x.fake_uuid + ":" + std::to_string(t);
+    std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(t) + "0123456789abcdef";
+    acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
+    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, channel_of(key, false), "0", lease, field, "1", "0",
+             "60000"});
+  }
+  return {std::move(acq), std::move(rel)};
+}
+
 row sync_raw_pairs(bench_ctx& x, const std::string& name, int threads, bool mutex) {
   row r;
   r.name = name;
-  const std::string lease = "30000";
   auto body = [&](int t, std::atomic<bool>& stop, thread_results& out) {
     bench::raw_conn rc(x.cfg);
-    std::string key = x.prefix + name + ":" + std::to_string(t);
-    stream acq, rel;
-    if (mutex) {
-      std::string token = "0123456789abcdef0123456789abcd" + std::to_string(10 + t);
-      acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
-      rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, channel_of(key, true), token});
-    } else {
-      std::string field = x.fake_uuid + ":" + std::to_string(t);
-      std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(t) + "0123456789abcdef";
-      acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
-      rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, channel_of(key, false), "0", lease, field, "1", "0",
-               "60000"});
-    }
+    auto [acq, rel] = raw_pair_requests(x, name, t, mutex);
     out.lat.reserve(1 << 18);
     while (!stop.load(std::memory_order_relaxed)) {
       auto t0 = steady::now();
@@ -636,6 +643,50 @@ row sync_raw_pairs(bench_ctx& x, const std::string& name, int threads, bool mute
   };
   measure_threads(x, r, threads, body, nullptr);
   r.rt_per_op = 2;  // no client to count them
+  return r;
+}
+
+// ---- B2-sync-shared: what sharing one connection can reach here ---------------------------------
+// The same 16 threads and scripts on bench::shared_conn: the library's blocking design with none of
+// the library. With one connection its ratio_d16 bounds what the library's B2-sync rows can reach,
+// as the raw rows bound a connection per thread; with two (threads alternating), each with its own
+// reader thread, it shows what a second reply path would buy.
+row sync_shared_pairs(bench_ctx& x, const std::string& name, int threads, bool mutex, int conns) {
+  row r;
+  r.name = name;
+  std::vector<std::unique_ptr<bench::shared_conn>> scs;
+  for (int i = 0; i < conns; ++i) scs.push_back(std::make_unique<bench::shared_conn>(x.cfg));
+  std::atomic<long long> pairs{0};
+  auto body = [&](int t, std::atomic<bool>& stop, thread_results& out) {
+    auto& sc = *scs[static_cast<std::size_t>(t % conns)];
+    auto [acq, rel] = raw_pair_requests(x, name, t, mutex);
+    out.lat.reserve(1 << 18);
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto t0 = steady::now();
+      sc.call(acq.payload);
+      sc.call(rel.payload);
+      out.lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0).count());
+      ++out.ops;
+      pairs.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  measure_threads(x, r, threads, body, nullptr);
+  std::size_t nil = 0, ints = 0, errors = 0;
+  long long sum = 0;
+  std::string first_error;
+  for (auto& sc : scs) {
+    auto got = sc->close();
+    nil += got.nil;
+    ints += got.integer;
+    sum += got.int_sum;
+    errors += got.error;
+    if (first_error.empty()) first_error = got.first_error;
+  }
+  const auto n = static_cast<std::size_t>(pairs.load());
+  if (errors != 0 || nil != n || ints != n || sum != pairs.load())
+    throw std::runtime_error(name + ": not every pair acquired and freed: " + first_error);
+  r.rt_per_op = 2;  // no client to count them
+  r.num("connections", conns);
   return r;
 }
 
@@ -1139,7 +1190,9 @@ int run_bench(options opt) {
     return r;
   };
   for (const char* n : {"B2-sync-reentrant", "B2-sync-fenced-reentrant", "B2-async-reentrant", "B2-sync-mutex",
-                        "B2-sync-fenced-mutex", "B2-async-mutex", "B2-sync-raw-reentrant", "B2-sync-raw-mutex"})
+                        "B2-sync-fenced-mutex", "B2-async-mutex", "B2-sync-raw-reentrant", "B2-sync-raw-mutex",
+                        "B2-sync-shared-reentrant", "B2-sync-shared-mutex", "B2-sync-shared2-reentrant",
+                        "B2-sync-shared2-mutex"})
     want(n);
   // What a blocking caller pays, next to the rate: context switches and client CPU per pair, and the
   // rate against the ceiling at depth 16 (16 per write, 16 to 32 unanswered: issue 18's yardstick)
@@ -1189,8 +1242,11 @@ int run_bench(options opt) {
     r = sync_vs(std::move(r), ceiling, ceiling_d16, ceiling_d8, what);
     auto cut = r.note.find("; ");
     auto rest = r.note.find("; ", cut + 2);
+    const char* design = r.name.find("-shared-") != std::string::npos    ? "; no library, one connection shared"
+                         : r.name.find("-shared2-") != std::string::npos ? "; no library, two connections shared"
+                                                                         : "; no library, a connection per thread";
     if (cut != std::string::npos && rest != std::string::npos)
-      r.note = r.note.substr(0, cut) + "; no library, a connection per thread" + r.note.substr(rest);
+      r.note = r.note.substr(0, cut) + design + r.note.substr(rest);
     for (auto& other : x.rows)
       if (other.name == library && other.ops_per_s > 0 && r.ops_per_s > 0) {
         r.num("library_share", other.ops_per_s / r.ops_per_s);
@@ -1206,6 +1262,17 @@ int run_bench(options opt) {
     return raw_vs(sync_raw_pairs(x, "B2-sync-raw-mutex", 16, true), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
                   x.mutex_pair_ceiling_d8, "mutex ceiling", "B2-sync-mutex");
   });
+  for (int conns : {1, 2}) {
+    const std::string tag = conns == 1 ? "B2-sync-shared-" : "B2-sync-shared2-";
+    attempt(tag + "reentrant", [&] {
+      return raw_vs(sync_shared_pairs(x, tag + "reentrant", 16, false, conns), x.pair_ceiling, x.pair_ceiling_d16,
+                    x.pair_ceiling_d8, "pair ceiling", "B2-sync-reentrant");
+    });
+    attempt(tag + "mutex", [&] {
+      return raw_vs(sync_shared_pairs(x, tag + "mutex", 16, true, conns), x.mutex_pair_ceiling,
+                    x.mutex_pair_ceiling_d16, x.mutex_pair_ceiling_d8, "mutex ceiling", "B2-sync-mutex");
+    });
+  }
   // The async ones: the library's runs batch differently (commands per write), which moves Redis's
   // CPU per command, so the scripts' own cost is also compared raw: both pairs pipelined 256 deep,
   // back to back.
