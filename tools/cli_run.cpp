@@ -57,6 +57,10 @@ struct run_options {
   bool mutex = false, fair = false, read = false, write = false, quiet = false, verbose = false, json = false;
 };
 
+const char* kind_name(const run_options& o) {
+  return o.mutex ? "mutex" : o.fair ? "fair" : o.read ? "read" : o.write ? "write" : "reentrant";
+}
+
 // ---- output ----------------------------------------------------------------------------------
 
 std::string signal_name(int sig) {
@@ -366,14 +370,19 @@ int run(const run_options& o) {
             .say("lock " + rep.quoted() + (wait->count() == 0 ? std::string(" is held by another owner")
                                                              : " not acquired within " + format_ms(*wait)));
         return exit_code::not_acquired;
-      case shared_state::failed:
-        throw error(state->acquire_error, "lock " + rep.quoted() +
-                                              (state->acquire_error_text.empty() ? "" : ": " + state->acquire_error_text));
+      case shared_state::failed: {
+        // The server's WRONGTYPE does not say which key: the kind's keys are looked at to say it.
+        std::string which;
+        if (state->acquire_error == errc::wrong_type) which = wrong_types(c, kind_name(o), keys_of_kind(kind_name(o), o.name), state->acquire_error_text);
+        throw error(state->acquire_error,
+                    "lock " + rep.quoted() +
+                        (state->acquire_error_text.empty() ? "" : ": " + state->acquire_error_text) + which);
+      }
       default:
         break;
     }
     rep(reporter::verbose_only, "acquired")
-        .str("kind", o.mutex ? "mutex" : o.fair ? "fair" : o.read ? "read" : o.write ? "write" : "reentrant")
+        .str("kind", kind_name(o))
         .num("wait_ms", waited)
         .say("acquired lock " + rep.quoted() + " after " + std::to_string(waited) + " ms");
 

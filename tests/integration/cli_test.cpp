@@ -360,7 +360,22 @@ TEST_F(cli_test, wait_zero_on_a_held_lock_exits_75_at_once) {
 
   r = run({"run", "held", "--redis", url(), "--mutex", "--wait", "0", "--", "true"});  // a hash, not a mutex
   EXPECT_EQ(r.status, 65) << r.err;
+  EXPECT_NE(r.err.find("\"held\" holds a hash where a mutex keeps a string"), std::string::npos) << r.err;
   l.unlock();
+}
+
+// The server's WRONGTYPE does not say which key: `run` names the key of the kind that holds another
+// type (a fair lock keeps four).
+TEST_F(cli_test, a_key_of_the_wrong_type_is_named) {
+  raw()({"SET", "redisson_lock_timeout:{fq}", "x"});
+  auto r = run({"run", "--fair", "fq", "--redis", url(), "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 65) << r.err;
+  EXPECT_NE(r.err.find("\"redisson_lock_timeout:{fq}\" holds a string where the fair lock keeps a zset"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("\"fq\" holds"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_FALSE(exists("fq"));
 }
 
 TEST_F(cli_test, signal_while_waiting_exits_without_running_the_command) {
