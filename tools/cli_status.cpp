@@ -49,6 +49,7 @@ struct lock_status {
   long long holder_count = 0;      // all the hash's holder fields; `holders` has at most list_cap
   std::vector<std::string> queue;  // a fair lock's waiters, head first: at most list_cap
   long long queue_length = 0;      // all of them
+  std::string problem;             // a key of the kind holding another type: what and where
   long long waiters() const {
     long long n = queue_length;  // a fair lock's waiters listen on channels of their own
     for (auto& c : channels) n += c.subscribers;
@@ -113,10 +114,20 @@ lock_status inspect(client& c, const std::string& name) {
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
     const std::string queue = channel_of("redisson_lock_queue", name);
-    auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)});
-    for (auto& e : q.elements) s.queue.push_back(e.str);
-    s.queue_length = s.queue.size() < list_cap ? static_cast<long long>(s.queue.size()) : c.command({"LLEN", queue}).integer;
-    if (!s.queue.empty() && s.kind == "reentrant") s.kind = "fair";
+    std::error_code ec;
+    auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)}, ec);
+    if (ec == errc::wrong_type) {
+      // Not a queue: every fair acquisition on this name fails, which is worth saying here.
+      s.problem = "\"" + printable(queue) + "\" holds a " + c.command({"TYPE", queue}).str +
+                  " where the fair lock keeps a list";
+    } else if (ec) {
+      throw error(ec, "LRANGE " + queue + (last_error_text().empty() ? "" : ": " + last_error_text()));
+    } else {
+      for (auto& e : q.elements) s.queue.push_back(e.str);
+      s.queue_length =
+          s.queue.size() < list_cap ? static_cast<long long>(s.queue.size()) : c.command({"LLEN", queue}).integer;
+      if (!s.queue.empty() && s.kind == "reentrant") s.kind = "fair";
+    }
   }
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
     s.channels.push_back({channel_of("redisson_lock__channel", name), 0});
@@ -154,6 +165,7 @@ std::string to_json(const lock_status& s) {
   } else if (s.kind == "mutex") {
     out += ",\"token\":" + json_string(s.holders.front().owner);
   }
+  if (!s.problem.empty()) out += ",\"problem\":" + json_string(s.problem);
   out += ",\"waiters\":" + std::to_string(s.waiters()) + ",\"channels\":[";
   for (std::size_t i = 0; i < s.channels.size(); ++i) {
     out += (i ? ",{\"channel\":" : "{\"channel\":") + json_string(s.channels[i].channel) +
@@ -193,6 +205,7 @@ std::string holders_text(const lock_status& s) {
     for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? ", " : "") + printable(s.queue[i], true);
     out += more(s.queue_length, s.queue.size());
   }
+  if (!s.problem.empty()) out += (out.empty() ? "" : "; ") + s.problem;
   return out.empty() ? "-" : out;
 }
 

@@ -561,6 +561,26 @@ TEST_F(cli_test, status_shows_a_fair_locks_queue_and_a_read_write_locks_mode_and
   r.unlock();
 }
 
+// A fair lock's queue key holding a string: status still shows the lock, and says what is wrong with
+// the queue (it failed with the server's WRONGTYPE, naming no key, and showed nothing).
+TEST_F(cli_test, status_names_a_queue_key_of_the_wrong_type) {
+  client c{cfg()};
+  auto l = c.lock("st:badq");
+  l.lock();
+  raw()({"SET", "redisson_lock_queue:{st:badq}", "x"});
+  auto out = run({"status", "st:badq", "--redis", url(), "--json"});
+  EXPECT_EQ(out.status, 0) << out.err;
+  EXPECT_NE(out.out.find("\"state\":\"held\""), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"problem\":\"\\\"redisson_lock_queue:{st:badq}\\\" holds a string where the fair lock "
+                         "keeps a list\""),
+            std::string::npos)
+      << out.out;
+  auto table = run({"status", "st:badq", "--redis", url()});
+  EXPECT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("holds a string where the fair lock keeps a list"), std::string::npos) << table.out;
+  l.unlock();
+}
+
 // A fair queue of 200,000 crashed waiters and a read-write hash of 300,000 crashed readers: status
 // lists the first 100 of each and counts them all (it copied and printed every one before).
 TEST_F(cli_test, status_lists_the_first_hundred_waiters_and_holders_and_counts_them_all) {
