@@ -31,9 +31,17 @@ int unlock(const unlock_options& o) {
   int status = exit_code::ok;
   for (const auto& name : o.names) {
     std::string type = c.command({"TYPE", name}).str;
+    std::string kind = type == "hash" ? "reentrant" : "mutex";
     bool existed;
     if (type == "hash") {
-      existed = c.lock(name).force_unlock();
+      // Each kind wakes its waiters on its own channels: a read-write lock's (it has a mode), or the
+      // head of a fair lock's queue (a reentrant hash with waiters queued beside it).
+      std::error_code ec;
+      if (!c.command({"HGET", name, "mode"}).is_nil()) kind = "read-write";
+      else if (c.command({"LLEN", channel_of("redisson_lock_queue", name)}, ec).integer > 0 && !ec) kind = "fair";
+      existed = kind == "read-write" ? c.write_lock(name).force_unlock()
+                : kind == "fair"     ? c.fair_lock(name).force_unlock()
+                                     : c.lock(name).force_unlock();
     } else if (type == "string") {
       existed = c.mutex(name).force_unlock();
     } else if (type == "none") {
@@ -44,7 +52,7 @@ int unlock(const unlock_options& o) {
       continue;
     }
     if (existed) {
-      std::cout << "unlocked " << '"' << printable(name) << '"' << " (" << (type == "hash" ? "reentrant" : "mutex") << ")\n";
+      std::cout << "unlocked " << '"' << printable(name) << '"' << " (" << kind << ")\n";
     } else {
       std::cout << '"' << printable(name) << '"' << " was not locked\n";
     }

@@ -962,9 +962,10 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
 void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler done) {
   if (closed_) return done(errc::client_closed, false);
   if (name.empty()) return done(errc::invalid_argument, false);
+  const auto& proto = protocol_of(kind);
   arg_list a;
-  a.add(1LL).add(name).add(lock_channel(name, kind)).add("0");
-  c_.exec_script(name, lua::force_unlock, std::move(a),
+  proto.encode_force_unlock(a, name);
+  c_.exec_script(name, proto.force_unlock_script(), std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
                    if (!r.is_integer()) return done(errc::bad_reply, false);

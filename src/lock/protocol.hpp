@@ -91,6 +91,12 @@ class lock_protocol {
   virtual const lua_script* give_up_script() const { return nullptr; }
   virtual void encode_give_up(arg_list& /*a*/, const acquire_request& /*r*/) const {}
 
+  /// The forced unlock: its script (force_unlock.lua: delete, publish on the kind's channel) and
+  /// arguments; the fair lock's also purges dead waiters and wakes its head on the head's own channel
+  /// (Redisson's forceUnlock of each kind).
+  virtual const lua_script& force_unlock_script() const;
+  virtual void encode_force_unlock(arg_list& a, std::string_view name) const;
+
   virtual const lua_script& acquire_script(bool fenced) const = 0;
   virtual void encode_acquire(arg_list& a, const acquire_request& r) const = 0;
   virtual acquire_result decode_acquire(const reply& r) const = 0;

@@ -246,6 +246,11 @@ class fair_protocol final : public lock_protocol {
   release_result decode_release(const reply& r) const override { return decode_count_release(r); }
   const lua_script& undo_script() const override { return lua::fair_release; }
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
+  const lua_script& force_unlock_script() const override { return lua::fair_force_unlock; }
+  void encode_force_unlock(arg_list& a, std::string_view name) const override {
+    a.add(3LL).add(name).add(tagged("redisson_lock_queue", name)).add(tagged("redisson_lock_timeout", name));
+    a.add(channel(name)).add("0").add(epoch_ms());
+  }
   const lua_script* give_up_script() const override { return &lua::fair_cancel; }
   void encode_give_up(arg_list& a, const acquire_request& r) const override {
     a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
@@ -268,6 +273,10 @@ class fair_protocol final : public lock_protocol {
 class rw_protocol : public lock_protocol {
  public:
   std::string channel(std::string_view name) const override { return tagged("redisson_rwlock", name); }
+  // "1" wakes every waiter, readers and writers (Redisson's write forceUnlock): the lock is free.
+  void encode_force_unlock(arg_list& a, std::string_view name) const override {
+    a.add(1LL).add(name).add(channel(name)).add("1");
+  }
   bool reentrant() const override { return true; }
   bool per_attempt_id() const override { return false; }
   bool keyspace_wake() const override { return false; }
@@ -332,6 +341,12 @@ class write_protocol final : public rw_protocol {
 };
 
 }  // namespace
+
+const lua_script& lock_protocol::force_unlock_script() const { return lua::force_unlock; }
+
+void lock_protocol::encode_force_unlock(arg_list& a, std::string_view name) const {
+  a.add(1LL).add(name).add(channel(name)).add("0");
+}
 
 const lock_protocol& protocol_of(lock_kind kind) noexcept {
   static const reentrant_protocol reentrant;

@@ -706,6 +706,48 @@ TEST_F(cli_test, force_unlock_wakes_a_waiting_run) {
   EXPECT_EQ(a.wait(), 76) << a.err();  // A finds its lock gone
 }
 
+// A read-write lock's waiters listen on its own channel, and a fair lock's head on a channel of its
+// own: a forced unlock wakes them there (it published on the reentrant lock's channel, and they slept
+// until their wait or poll ended).
+TEST_F(cli_test, force_unlock_wakes_the_waiters_of_a_read_write_and_a_fair_lock) {
+  for (const std::string kind : {"read-write", "fair"}) {
+    SCOPED_TRACE(kind);
+    const std::string name = kind == "fair" ? "fu:fair" : "fu:rw";
+    config slow = cfg();
+    slow.mutex_poll_cap = 8000ms;  // the fair head's own re-check comes too late to pass
+    client holder{cfg()}, waiting{slow};
+    auto take = [&](client& c) {
+      return kind == "fair" ? detail::lock_handle(c.fair_lock(name)) : detail::lock_handle(c.write_lock(name));
+    };
+    auto h = take(holder);
+    h.lock();  // watchdog: a 30 s lease
+    std::atomic<long long> took{-1};
+    steady::time_point t0;
+    std::atomic<bool> forced{false};
+    std::thread w([&] {
+      auto l = take(waiting);
+      if (l.try_lock(20000ms)) {
+        if (forced) took = ms_since(t0);
+        l.unlock();
+      }
+    });
+    // Subscribed: the read-write lock's channel, or the queued head's own.
+    ASSERT_TRUE(eventually([&] {
+      if (kind != "fair") return subscribers("redisson_rwlock:{" + name + "}") == 1;
+      auto q = raw()({"LRANGE", "redisson_lock_queue:{" + name + "}", "0", "-1"});
+      return q.elements.size() == 1 && subscribers("redisson_lock__channel:{" + name + "}:" + q.elements[0].str) == 1;
+    }, 10000ms));
+    t0 = steady::now();
+    forced = true;
+    auto r = run({"unlock", "--force", name, "--redis", url()});
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("(" + kind + ")"), std::string::npos) << r.out;
+    w.join();
+    EXPECT_GE(took.load(), 0) << "the waiter did not get the lock";
+    EXPECT_LT(took.load(), 4000) << "woken by its poll or its wait's end, not by the unlock";
+  }
+}
+
 TEST_F(cli_test, unlock_by_type_and_its_errors) {
   client c{cfg()};
   auto m = c.mutex("m");

@@ -109,6 +109,46 @@ TEST_F(fair_lock_test, a_redisson_waiter_is_handed_the_lock_by_our_unlock_on_its
   EXPECT_LT(ms_since(t0), 2000);
 }
 
+// A forced unlock purges dead waiters from the head of the queue and tells the live head on its own
+// channel, as Redisson's fair forceUnlock does: a Redisson head waits for that message (or its
+// wait's end), not for a poll.
+TEST_F(fair_lock_test, a_forced_unlock_purges_dead_waiters_and_wakes_a_redisson_head_on_its_own_channel) {
+  const std::string name = "fair:forced";
+  client c(cfg());
+  auto l = c.fair_lock(name);
+  l.lock();  // watchdog: a 30 s lease
+  // A waiter ahead of it that dies once the Redisson waiter has queued: the forced unlock purges it
+  // and tells the live one.
+  const std::string queue = "redisson_lock_queue:{" + name + "}", deadlines = "redisson_lock_timeout:{" + name + "}";
+  raw()({"RPUSH", queue, "dead:1"});
+  raw()({"ZADD", deadlines, std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                         std::chrono::system_clock::now().time_since_epoch())
+                                                         .count() +
+                                                     60000), "dead:1"});
+  std::atomic<bool> got{false};
+  std::string live;
+  std::thread t([&] {
+    redisson_peer peer(server().host(), server().port());
+    got = peer.fair_try_lock(name, peer.owner(9), 30000, 15000);
+    if (got) peer.fair_unlock(name, peer.owner(9));
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto q = raw()({"LRANGE", queue, "0", "-1"});
+    if (q.elements.size() != 2) return false;
+    live = q.elements[1].str;
+    auto n = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}:" + live});
+    return n.elements.size() == 2 && n.elements[1].integer == 1;
+  }));
+  raw()({"ZADD", deadlines, "1", "dead:1"});
+  auto t0 = steady::now();
+  client other(cfg());
+  EXPECT_TRUE(other.fair_lock(name).force_unlock());
+  t.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(t0), 4000) << "the live waiter slept until its wait ended";
+  EXPECT_EQ(raw()({"ZSCORE", deadlines, "dead:1"}).is_nil(), true) << "the dead waiter was not purged";
+}
+
 // A waiter whose process dies while it is queued cannot give up its place. It blocks the queue
 // until its deadline: with Redisson's allowance (300 s) that would fail the wait below; with ours
 // (config::queue_allowance, here 1 s) its deadline is the holder's remaining lease (3 s) plus 1 s.

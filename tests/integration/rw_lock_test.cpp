@@ -250,6 +250,23 @@ TEST_F(rw_lock_test, a_forced_unlock_frees_a_hash_of_300000_crashed_readers_in_t
   raw()({"ACL", "SETUSER", "default", "+unlink"});
 }
 
+// A forced unlock frees a read-write lock for everyone, so it publishes "1" (Redisson's write
+// forceUnlock), which wakes every Java waiter of a client; "0" wakes one, and a Java reader behind
+// it sleeps until its TTL. (Our waiters chain their wake-ups and get it either way.)
+TEST_F(rw_lock_test, a_forced_unlock_tells_every_java_waiter) {
+  client c(cfg());
+  auto w = c.write_lock("rw:forced-wake");
+  w.lock();
+  raw_client sub(server().host(), server().port());
+  ASSERT_TRUE(sub.command({"SUBSCRIBE", "redisson_rwlock:{rw:forced-wake}"}).is_array());
+  EXPECT_TRUE(c.write_lock("rw:forced-wake").force_unlock());
+  sub.set_timeout(5000ms);
+  auto m = sub.read_reply();
+  ASSERT_TRUE(m.is_array() && m.elements.size() == 3) << m.to_string();
+  EXPECT_EQ(m.elements[0].str, "message");
+  EXPECT_EQ(m.elements[2].str, "1");
+}
+
 TEST_F(rw_lock_test, a_read_hold_nests_at_most_1000_deep) {
   client c(cfg());
   auto r = c.read_lock("rw:deep");
