@@ -14,10 +14,6 @@
 
 #include "redlease/config.hpp"
 
-namespace redlease {
-class client;
-}
-
 namespace redlease::cli {
 
 /// Exit statuses (sysexits-style where one fits; documented in --help and the README).
@@ -68,17 +64,6 @@ std::string printable(std::string_view s, bool escape_space = false);
 /// The unlock channel as the library names it: `prefix:{name}`, or `prefix:name` when the name
 /// already contains a `{` (src/lock/lock_service.cpp, lock_channel).
 std::string channel_of(std::string_view prefix, std::string_view name);
-/// One key a lock kind keeps under a lock's name, and the type the kind keeps there.
-struct kind_key {
-  std::string key;
-  const char* type;  // as TYPE answers: "hash", "string", "list", "zset"
-};
-/// The keys `run --<kind>` touches for lock `name` (kind: "reentrant", "mutex", "fair", "read",
-/// "write"), token key included: the names of src/lock/protocols.cpp.
-std::vector<kind_key> keys_of_kind(std::string_view kind, std::string_view name);
-/// After a `wrong_type` failure: which of `keys` holds another type, as `; "KEY" holds a list where
-/// the fair lock keeps a zset` per key not already named in `said` (empty if none, or if TYPE fails).
-std::string wrong_types(client& c, std::string_view kind, const std::vector<kind_key>& keys, std::string_view said);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
 

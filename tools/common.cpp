@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "commands.hpp"
-#include "redlease/client.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::cli {
@@ -205,43 +204,6 @@ std::string channel_of(std::string_view prefix, std::string_view name) {
     out += ":{";
     out += name;
     out += '}';
-  }
-  return out;
-}
-
-std::vector<kind_key> keys_of_kind(std::string_view kind, std::string_view name) {
-  std::vector<kind_key> keys;
-  const std::string n(name);
-  if (kind == "mutex") {
-    keys.push_back({n, "string"});
-    keys.push_back({channel_of("redlease_mutex_token", name), "string"});
-  } else if (kind == "read" || kind == "write") {
-    keys.push_back({n, "hash"});
-    keys.push_back({channel_of("redlease_rwlock_token", name), "string"});
-  } else {
-    keys.push_back({n, "hash"});
-    if (kind == "fair") {
-      keys.push_back({channel_of("redisson_lock_queue", name), "list"});
-      keys.push_back({channel_of("redisson_lock_timeout", name), "zset"});
-    }
-    keys.push_back({channel_of("redisson_lock_token", name), "string"});
-  }
-  return keys;
-}
-
-std::string wrong_types(client& c, std::string_view kind, const std::vector<kind_key>& keys, std::string_view said) {
-  const std::string who = kind == "mutex"                      ? "a mutex"
-                          : kind == "fair"                     ? "the fair lock"
-                          : kind == "read" || kind == "write" ? "the read-write lock"
-                                                               : "the reentrant lock";
-  std::string out;
-  for (const auto& k : keys) {
-    if (said.find(k.key) != std::string_view::npos) continue;
-    std::error_code ec;
-    auto t = c.command({"TYPE", k.key}, ec);
-    if (ec) return out;
-    if (t.str != "none" && t.str != k.type)
-      out += "; \"" + printable(k.key) + "\" holds a " + t.str + " where " + who + " keeps a " + k.type;
   }
   return out;
 }
