@@ -41,20 +41,7 @@ local lease, me, allowance, now = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[3]),
 local token_key = KEYS[4]
 -- #include optional_fencing_token.lua
 
--- At most 1000 dead waiters go per call: a queue of a million dead entries costs one call a few
--- milliseconds, not the server seconds; a caller behind the rest comes back at once (bound() says
--- 1 ms for a dead head) and its next call purges the next thousand.
-local purged = false
-local head = redis.call('lindex', queue, 0)
-for _ = 1, 1000 do
-  if not head or head == me then break end
-  local s = redis.call('zscore', deadlines, head)
-  if s and tonumber(s) > now then break end
-  redis.call('zrem', deadlines, head)
-  redis.call('lpop', queue)
-  purged = true
-  head = redis.call('lindex', queue, 0)
-end
+-- #include purge_dead_waiters.lua
 
 local free = redis.call('exists', name) == 0
 if free and (not head or head == me) then

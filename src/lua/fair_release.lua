@@ -24,15 +24,8 @@ if latched then
 end
 local name, queue, deadlines = KEYS[1], KEYS[2], KEYS[3]
 local now = tonumber(ARGV[8])
-local head = redis.call('lindex', queue, 0)
-for _ = 1, 1000 do  -- at most 1000 dead waiters per call, as in fair_acquire.lua
-  if not head then break end
-  local s = redis.call('zscore', deadlines, head)
-  if s and tonumber(s) > now then break end
-  redis.call('zrem', deadlines, head)
-  redis.call('lpop', queue)
-  head = redis.call('lindex', queue, 0)
-end
+local me = nil  -- the releaser holds the lock: it is not queued
+-- #include purge_dead_waiters.lua
 local function wake()
   if head then redis.pcall(pub, ARGV[1] .. ':' .. head, '0') end
 end
