@@ -76,6 +76,7 @@ void connection::connect_attempt() {
   sock_.close();
   reader_.reset();
   wbuf_.clear();
+  wnext_.clear();
   woff_ = 0;
   writing_ = false;
 
@@ -329,6 +330,7 @@ void connection::attempt_failed(std::error_code ec, std::string text) {
   batches_out_ = 0;
   writing_ = false;
   wbuf_.clear();
+  wnext_.clear();
   woff_ = 0;
   // Requests waiting for this attempt fail now, with the reason, rather than at their timeout.
   fail_queued(ec);
@@ -343,6 +345,7 @@ void connection::connection_lost(std::error_code ec) {
   sock_.close();
   writing_ = false;
   wbuf_.clear();
+  wnext_.clear();
   woff_ = 0;
   // Requests already written: resend the idempotent ones after reconnecting (in their order, ahead
   // of everything queued later); the others may or may not have run, so they fail.
@@ -438,9 +441,13 @@ void connection::schedule_flush() {
 
 void connection::send_untracked(std::string payload) {
   if (state_ != state::up) return;
-  wbuf_.append(payload);
   ++stats_.commands;
-  if (!writing_) start_write();
+  if (writing_) {
+    wnext_.append(payload);
+    return;
+  }
+  wbuf_.append(payload);
+  start_write();
 }
 
 void connection::flush() {
@@ -493,7 +500,9 @@ void connection::start_write() {
                            // A large burst (a watchdog tick over 100k locks) must not pin its buffer.
                            if (wbuf_.capacity() > 256 * 1024) std::string().swap(wbuf_);
                            woff_ = 0;
+                           wbuf_.swap(wnext_);
                            flush();
+                           start_write();
                          });
 }
 

@@ -116,7 +116,7 @@ class connection : public std::enable_shared_from_this<connection> {
   int release_socket();
   /// Nothing queued, in flight, being written, or read and not yet parsed.
   bool idle() const noexcept {
-    return queued_.empty() && inflight_.empty() && !writing_ && wbuf_.empty() && reader_.buffered() == 0;
+    return queued_.empty() && inflight_.empty() && !writing_ && wbuf_.empty() && wnext_.empty() && reader_.buffered() == 0;
   }
   bool is_tls() const noexcept { return sock_.is_tls(); }
   /// Whether the handshake asks ROLE and accepts only a master (require_master()).
@@ -212,6 +212,9 @@ class connection : public std::enable_shared_from_this<connection> {
   std::deque<inflight> inflight_;
   std::string wbuf_;
   std::size_t woff_ = 0;
+  // Untracked commands (pub/sub) sent while a write is out: that write points into wbuf_, which
+  // must not grow (and move) under it. Swapped in when the write completes.
+  std::string wnext_;
   bool writing_ = false;
   bool flush_scheduled_ = false;
   // Writes whose replies have not all come back. At most two small ones are out (as in the
