@@ -186,8 +186,15 @@ config config::from_url(std::string_view url, std::error_code& ec) {
 config config::from_url(std::string_view url) {
   std::error_code ec;
   auto c = from_url(url, ec);
-  if (ec) throw error(ec, "config::from_url(\"" + std::string(url.substr(0, 200)) + "\")");
-  return c;
+  if (!ec) return c;
+  // The URL is quoted to say which one is wrong, but never its user and password: split where the
+  // parser splits them, at the last '@' (a URL whose query holds an '@' loses more than it must).
+  std::string shown(url.substr(0, 200));
+  auto scheme_end = url.find("://");
+  auto at = url.rfind('@');
+  if (scheme_end != std::string_view::npos && at != std::string_view::npos && at > scheme_end)
+    shown = std::string(url.substr(0, scheme_end + 3)) + "***@" + std::string(url.substr(at + 1, 200));
+  throw error(ec, "config::from_url(\"" + shown + "\")");
 }
 
 std::string config::redacted_url() const {

@@ -305,6 +305,32 @@ TEST(ConfigRedactedUrl, NeverShowsThePassword) {
   EXPECT_NE(r.find("/tmp/s.sock"), std::string::npos) << r;
 }
 
+// The throwing form quotes the URL it rejects, so that the user sees which one, but never its user
+// and password: a bad port or an unknown query key in a URL with credentials printed the password.
+TEST(ConfigUrl, AnInvalidUrlIsQuotedWithoutItsCredentials) {
+  const char* urls[] = {
+      "redis://alice:hunter2@db.example:99999",
+      "redis://:hunter2@db.example/abc",
+      "redis-sentinel://:hunter2@db.example,s2",
+      "redis://:hunter2@db.example?ssl=true",
+      "redis://hunter2@db.example:0",
+      "rediss://alice:hun@ter2@db.example:-1",
+  };
+  for (const char* url : urls) {
+    SCOPED_TRACE(url);
+    try {
+      (void)config::from_url(url);
+      ADD_FAILURE() << "from_url did not throw";
+    } catch (const redlease::error& e) {
+      std::string what = e.what();
+      EXPECT_EQ(what.find("hunter2"), std::string::npos) << what;
+      EXPECT_EQ(what.find("ter2"), std::string::npos) << what;
+      EXPECT_EQ(what.find("alice"), std::string::npos) << what;
+      EXPECT_NE(what.find("***@db.example"), std::string::npos) << what;
+    }
+  }
+}
+
 TEST(ConfigRedactedUrl, Shape) {
   EXPECT_EQ(config::from_url("redis://h:7000/2").redacted_url(), "redis://h:7000/2");
   EXPECT_EQ(config::from_url("redis://h").redacted_url(), "redis://h:6379");
