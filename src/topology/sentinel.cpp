@@ -51,6 +51,8 @@ class sentinel_topology final : public topology, private subscriber::listener {
     // or to answer in time is left for the next.
     query_->set_callbacks({[this] { on_query_up(); },
                            [this] {
+                             // A Sentinel whose answer was no use has been passed over already.
+                             if (passing_over_) return;
                              auto ec = query_->last_error();
                              dir_.failed(query_at_, ec ? ec.message() : "connection lost");
                            },
@@ -133,7 +135,9 @@ class sentinel_topology final : public topology, private subscriber::listener {
                                   if (a.ec) {
                                     // This Sentinel does not know the master (or refuses): ask another.
                                     dir_.failed(query_at_, a.text);
+                                    passing_over_ = true;
                                     query_->reconnect_now(errc::no_sentinel);
+                                    passing_over_ = false;
                                     return done(a.ec, a.text, {});
                                   }
                                   auto v = tracker_.answer(a.address, a.epoch);
@@ -182,6 +186,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
   asio::steady_timer poll_;
   master_tracker tracker_;
   bool closed_ = false;
+  bool passing_over_ = false;  // the query connection leaves a Sentinel already marked failed
 };
 
 }  // namespace

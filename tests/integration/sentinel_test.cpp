@@ -260,6 +260,35 @@ TEST_F(sentinel_test, an_unknown_master_name_is_a_typed_error_naming_it) {
   EXPECT_NE(last_error_text().find("'no-such-master'"), std::string::npos) << last_error_text();
 }
 
+// A Sentinel whose answer is of no use (here a plain Redis server: it has no SENTINEL command) is
+// passed over once, for the next one configured. The cursor used to move twice, once for the
+// answer and once more for the connection it dropped: with two Sentinels the client asked the bad
+// one for ever and never found the master.
+TEST_F(sentinel_test, a_sentinel_that_cannot_answer_is_passed_over_for_the_next) {
+  sentinel_rig_options o;
+  o.sentinels = 1;
+  o.quorum = 1;
+  sentinel_rig rig(o);
+  redis_server not_a_sentinel;
+  auto cfg = sentinel_cfg(rig);
+  cfg.sentinel.nodes.insert(cfg.sentinel.nodes.begin(), host_port{"127.0.0.1", not_a_sentinel.port()});
+  cfg.reconnect_min_delay = 10ms;
+  cfg.reconnect_max_delay = 100ms;
+  client c(cfg);
+  std::error_code ec;
+  std::string last;
+  bool up = eventually(
+      [&] {
+        c.command({"PING"}, ec);
+        if (ec) last = ec.message() + ": " + last_error_text();
+        return !ec;
+      },
+      5000ms);
+  EXPECT_TRUE(up) << last;
+  EXPECT_TRUE(c.lock("sentinel:passed-over").try_lock());
+  EXPECT_TRUE(key_exists(rig.master_client(), "sentinel:passed-over"));
+}
+
 TEST_F(sentinel_test, acquisitions_wait_for_a_replica_and_roll_back_when_none_acknowledges) {
   sentinel_rig rig;
   auto cfg = sentinel_cfg(rig);
