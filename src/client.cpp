@@ -18,6 +18,7 @@ namespace detail {
 
 client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_ex)
     : cfg_(std::move(cfg)), uuid_(random_uuid()) {
+  if (auto bad = cfg_.invalid_setting(); !bad.empty()) throw error(errc::invalid_argument, "config: " + bad);
   if (user_ex) {
     // A user executor may run on several threads: a strand keeps all of the client's state on one.
     ex_ = asio::make_strand(*user_ex);

@@ -2,6 +2,8 @@
 #include "redlease/config.hpp"
 
 #include <charconv>
+#include <chrono>
+#include <string>
 
 #include "redlease/error.hpp"
 
@@ -195,6 +197,30 @@ config config::from_url(std::string_view url) {
   if (scheme_end != std::string_view::npos && at != std::string_view::npos && at > scheme_end)
     shown = std::string(url.substr(0, scheme_end + 3)) + "***@" + std::string(url.substr(at + 1, 200));
   throw error(ec, "config::from_url(\"" + shown + "\")");
+}
+
+std::string config::invalid_setting() const {
+  auto at_least = [](const char* name, std::chrono::milliseconds v, long long min) -> std::string {
+    if (v.count() >= min) return {};
+    return std::string(name) + " must be at least " + std::to_string(min) + " ms (it is " + std::to_string(v.count()) +
+           " ms)";
+  };
+  // A zero or negative delay or timeout is no bound: a reconnect loop at full speed, a request
+  // that times out before it is sent, a doubling that overflows.
+  for (auto e : {at_least("connect_timeout", connect_timeout, 1), at_least("request_timeout", request_timeout, 1),
+                 at_least("reconnect_min_delay", reconnect_min_delay, 1),
+                 at_least("reconnect_max_delay", reconnect_max_delay, reconnect_min_delay.count()),
+                 at_least("health_check_interval", health_check_interval, 0),
+                 at_least("watchdog_timeout", watchdog_timeout, 1), at_least("mutex_poll_cap", mutex_poll_cap, 1),
+                 at_least("queue_allowance", queue_allowance, 1), at_least("sentinel.timeout", sentinel.timeout, 1),
+                 at_least("sentinel.poll_interval", sentinel.poll_interval, 0),
+                 at_least("replica_ack.timeout", replica_ack.timeout, 0)}) {
+    if (!e.empty()) return e;
+  }
+  if (watchdog_batch_size < 1) return "watchdog_batch_size must be at least 1";
+  if (max_reply_depth < 1) return "max_reply_depth must be at least 1";
+  if (max_reply_elements < 1) return "max_reply_elements must be at least 1";
+  return {};
 }
 
 std::string config::redacted_url() const {

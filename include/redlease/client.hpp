@@ -109,8 +109,11 @@ class client {
  public:
   /// Starts the client with its own I/O thread. Does not block; connection errors show on the first
   /// call (`ping()` waits for the connection).
+  /// @throws redlease::error `errc::invalid_argument` when a timing or limit of `cfg` is out of
+  /// range (`config::invalid_setting()` says which).
   explicit client(config cfg);
   /// Starts the client on `ex` (wrapped in a strand); the caller runs the executor.
+  /// @throws redlease::error `errc::invalid_argument` as above.
   client(asio::any_io_executor ex, config cfg);
   /// Closes the client: pending operations fail with `errc::client_closed`, held locks are no longer
   /// renewed (they expire after their lease). Joins the I/O thread. Never throws.

@@ -301,7 +301,9 @@ void connection::on_handshake_reply(std::error_code ec, reply& r, bool role) {
     else if (mapped == errc::server_full || mapped == errc::server_loading || mapped == errc::server_busy) fatal = mapped;
     // Protected mode: the server refuses clients from other addresses, and says how to fix it.
     else if (starts_with(r.str, "DENIED")) fatal = errc::connect_failed;
-    if (fatal && (!handshake_error_ || fatal == errc::auth_failed)) {
+    // An AUTH refusal outranks the other failures; the first words win among equals (a refused
+    // AUTH makes the pipelined CLIENT SETNAME answer NOAUTH, which would hide WRONGPASS).
+    if (fatal && (!handshake_error_ || (fatal == errc::auth_failed && handshake_error_ != errc::auth_failed))) {
       handshake_error_ = fatal;
       handshake_text_ = r.str;
     }
@@ -309,7 +311,7 @@ void connection::on_handshake_reply(std::error_code ec, reply& r, bool role) {
   if (--handshake_pending_ > 0) return;
   if (handshake_error_) return attempt_failed(handshake_error_, std::move(handshake_text_));
   state_ = state::up;
-  attempt_ = 0;
+  up_since_ = clock::now();
   last_error_.clear();
   attempt_timer_.cancel();
   ++stats_.connects;
@@ -338,7 +340,7 @@ void connection::attempt_failed(std::error_code ec, std::string text) {
   schedule_reconnect();
 }
 
-void connection::connection_lost(std::error_code ec) {
+void connection::connection_lost(std::error_code ec, bool at_once) {
   if (state_ == state::closed) return;
   ++stats_.connection_losses;
   ++gen_;
@@ -367,8 +369,15 @@ void connection::connection_lost(std::error_code ec) {
   // A liveness drop fails what was written with request_timeout: the server did not answer in time.
   std::error_code why = broken || ec == errc::request_timeout ? ec : std::error_code(errc::connection_lost);
   for (auto& h : failed) call(h, why, failure_reply(why));
-  // Reconnect at once after a drop (the server may just have restarted); back off from then on.
-  connect_attempt();
+  // Reconnect at once after a drop of a connection that had proved itself (the server may just
+  // have restarted). One that died soon after its handshake keeps backing off: a peer that accepts
+  // and drops every connection (or answers the handshake, then garbage) would otherwise get a
+  // reconnect loop at full speed.
+  if (at_once || clock::now() - up_since_ >= cfg_.reconnect_max_delay) {
+    attempt_ = 0;
+    return connect_attempt();
+  }
+  schedule_reconnect();
 }
 
 void connection::drop(std::error_code why) {
@@ -377,7 +386,8 @@ void connection::drop(std::error_code why) {
 
 void connection::reconnect_now(std::error_code why) {
   if (state_ == state::closed || state_ == state::idle) return;
-  if (state_ == state::up) return connection_lost(why);
+  // Asked for (a failover, a Sentinel passed over): now, whatever the backoff says.
+  if (state_ == state::up) return connection_lost(why, true);
   // Connecting (to the old address, perhaps) or waiting to: start over, resolving afresh. Only
   // handshake commands can be in flight before the connection is up.
   inflight_.clear();
@@ -523,7 +533,6 @@ void connection::start_read() {
                                                             "this is a TLS port; use rediss://");
                           }
                           attempt_bytes_ += n;
-                          last_read_ = clock::now();
                           reply r;
                           for (bool fed = false;;) {
                             auto st = resp_reader::status::error;
@@ -537,6 +546,9 @@ void connection::start_read() {
                             if (st == resp_reader::status::incomplete) break;
                             if (st == resp_reader::status::error) return protocol_fault(reader_.error_text());
                             ++stats_.replies;
+                            // Liveness counts whole replies: a peer that trickles one declared
+                            // reply a byte at a time is as stuck as a silent one.
+                            last_read_ = clock::now();
                             try {
                               on_reply(r);
                             } catch (...) {
@@ -604,7 +616,7 @@ void connection::on_timeout() {
   else arm_timeout();
 }
 
-// Liveness: written requests ran out of time and nothing at all has arrived for twice the request
+// Liveness: written requests ran out of time and no whole reply has arrived for twice the request
 // timeout. The link or the server is stuck, and a fresh connection is the only way to find out (the
 // pub/sub connection has its PING for this). Twice, so that one slow reply that does come (a stall
 // that clears) keeps its connection.
@@ -613,7 +625,7 @@ void connection::check_liveness() {
   if (clock::now() >= silent_until) {
     ++stats_.stalled_drops;
     report_background(cfg_, "connection", errc::request_timeout,
-                      "nothing received for " + std::to_string(2 * cfg_.request_timeout.count()) +
+                      "no whole reply received for " + std::to_string(2 * cfg_.request_timeout.count()) +
                           " ms with requests timed out: dropping the connection and reconnecting");
     return connection_lost(errc::request_timeout);
   }

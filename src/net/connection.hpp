@@ -159,7 +159,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void on_handshake_reply(std::error_code ec, reply& r, bool role);
   bool check_role(reply& r);
   void attempt_failed(std::error_code ec, std::string text = {});
-  void connection_lost(std::error_code ec);
+  void connection_lost(std::error_code ec, bool at_once = false);  // at_once: reconnect without the backoff
   void schedule_reconnect();
   void schedule_flush();
   void flush();
@@ -206,7 +206,8 @@ class connection : public std::enable_shared_from_this<connection> {
   int replicas_ = -1;
   node_address addr_;                  // where the current attempt goes (resolver's answer)
   std::string last_error_text_;        // words of the last failure (server text, protocol error), for the requests it fails
-  clock::time_point last_read_{};      // when bytes last arrived (liveness)
+  clock::time_point up_since_{};       // when the handshake of the current connection completed
+  clock::time_point last_read_{};      // when the last whole reply arrived (liveness)
   std::uint64_t attempt_bytes_ = 0;    // bytes read on this connection since the Redis handshake began
   std::deque<queued> queued_;
   std::deque<inflight> inflight_;

@@ -163,7 +163,6 @@ bool lane::read_ready(std::vector<lane_completion>& out, bool& got) {
       fail_all(errc::connection_lost, {}, out);
       return false;
     }
-    last_read_ = clock::now();
     reply r;
     try {
       if (!reader_.feed(rbuf_.get(), static_cast<std::size_t>(n))) {
@@ -183,6 +182,7 @@ bool lane::read_ready(std::vector<lane_completion>& out, bool& got) {
           return false;
         }
         counters_->replies.fetch_add(1, std::memory_order_relaxed);
+        last_read_ = clock::now();  // whole replies only: a trickled one does not keep the lane alive
         auto& e = inflight_.front();
         if (e.handler) {
           lane_completion c;
@@ -217,7 +217,7 @@ void lane::collect(std::vector<lane_completion>& out) {
   auto now = clock::now();
   expire(now, out);
   if (!inflight_.empty() && now >= last_read_ + 2 * timeout_) {
-    fail_all(errc::request_timeout, "nothing received for " + std::to_string(2 * timeout_.count()) + " ms", out);
+    fail_all(errc::request_timeout, "no whole reply received for " + std::to_string(2 * timeout_.count()) + " ms", out);
   }
 }
 

@@ -123,7 +123,7 @@ class lane {
   std::atomic<bool> broken_{false};
   std::deque<inflight> inflight_;
   clock::time_point last_write_{};
-  clock::time_point last_read_{};  // or the first write into an empty lane
+  clock::time_point last_read_{};  // the last whole reply, or the first write into an empty lane
   std::size_t waiting_ = 0;
   resp_reader reader_;
   std::unique_ptr<char[]> rbuf_;

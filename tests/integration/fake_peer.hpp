@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // A peer on 127.0.0.1 that is not Redis, for the untrusted-reply tests: each connection's n-th read
 // is answered with `answers[n]` (the last one repeats), so a peer can pass the handshake and then
-// misbehave, or misbehave at once. Loopback only; one thread; stops and joins in its destructor.
+// misbehave, or misbehave at once. An answer that ends with `fake_peer::close` is sent without it,
+// and the connection is closed. Loopback only; one thread; stops and joins in its destructor.
 #pragma once
 
 #include <arpa/inet.h>
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -43,6 +45,9 @@ class fake_peer {
   }
   fake_peer(const fake_peer&) = delete;
   fake_peer& operator=(const fake_peer&) = delete;
+
+  /// The end of an answer after which the peer closes the connection.
+  static constexpr std::string_view close = "<close>";
 
   std::uint16_t port() const { return port_; }
   std::string url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
@@ -75,11 +80,17 @@ class fake_peer {
           c.fd = -1;
           continue;
         }
-        const std::string& a = answers_[std::min(c.reads++, answers_.size() - 1)];
+        std::string_view a = answers_[std::min(c.reads++, answers_.size() - 1)];
+        bool then_close = a.ends_with(close);
+        if (then_close) a.remove_suffix(close.size());
         for (std::size_t off = 0; off < a.size();) {
           auto w = ::write(c.fd, a.data() + off, a.size() - off);
           if (w <= 0) break;
           off += static_cast<std::size_t>(w);
+        }
+        if (then_close) {
+          ::close(c.fd);
+          c.fd = -1;
         }
       }
       std::erase_if(conns_, [](const conn& c) { return c.fd < 0; });

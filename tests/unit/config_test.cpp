@@ -6,6 +6,7 @@
 #include <string_view>
 #include <system_error>
 
+#include "redlease/client.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 
@@ -328,6 +329,45 @@ TEST(ConfigUrl, AnInvalidUrlIsQuotedWithoutItsCredentials) {
       EXPECT_EQ(what.find("alice"), std::string::npos) << what;
       EXPECT_NE(what.find("***@db.example"), std::string::npos) << what;
     }
+  }
+}
+
+// The client refuses a config whose timings or limits are no bound: a negative reconnect delay
+// overflowed its doubling (UBSan: signed overflow), a zero one reconnected in a loop at full speed.
+TEST(ConfigSettings, OutOfRangeTimingsAndLimitsAreNamed) {
+  using namespace std::chrono_literals;
+  EXPECT_EQ(config{}.invalid_setting(), "");
+  config c;
+  c.health_check_interval = 0ms;  // 0 turns the PING off
+  c.sentinel.poll_interval = 0ms;
+  c.replica_ack.timeout = 0ms;
+  EXPECT_EQ(c.invalid_setting(), "");
+  c.reconnect_min_delay = -50ms;
+  EXPECT_EQ(c.invalid_setting(), "reconnect_min_delay must be at least 1 ms (it is -50 ms)");
+  c.reconnect_min_delay = 100ms;
+  c.reconnect_max_delay = 50ms;
+  EXPECT_EQ(c.invalid_setting(), "reconnect_max_delay must be at least 100 ms (it is 50 ms)");
+  c = config{};
+  c.request_timeout = 0ms;
+  EXPECT_EQ(c.invalid_setting(), "request_timeout must be at least 1 ms (it is 0 ms)");
+  c = config{};
+  c.sentinel.timeout = 0ms;
+  EXPECT_NE(c.invalid_setting().find("sentinel.timeout"), std::string::npos);
+  c = config{};
+  c.max_reply_elements = 0;
+  EXPECT_EQ(c.invalid_setting(), "max_reply_elements must be at least 1");
+  c = config{};
+  c.watchdog_timeout = -1ms;
+  EXPECT_NE(c.invalid_setting().find("watchdog_timeout"), std::string::npos);
+  // The client says so at construction, with the setting's name.
+  c = config{};
+  c.reconnect_min_delay = 0ms;
+  try {
+    client cl(c);
+    ADD_FAILURE() << "the client took reconnect_min_delay = 0";
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), make_error_code(errc::invalid_argument));
+    EXPECT_NE(std::string(e.what()).find("reconnect_min_delay"), std::string::npos) << e.what();
   }
 }
 
