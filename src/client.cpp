@@ -142,7 +142,7 @@ void client_impl::shutdown() noexcept {
   {
     std::lock_guard<std::mutex> g(life_mu_);
     if (closed_.exchange(true)) {
-      if (thread_.joinable() && !on_io_thread()) thread_.join();
+      join_io_thread();  // returns once the first closer's join has (close() returns after the thread)
       return;
     }
   }
@@ -163,10 +163,20 @@ void client_impl::shutdown() noexcept {
   work_.reset();
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever
   // destroys the client joins it. Only a client whose last reference goes on its own thread detaches.
-  if (thread_.joinable() && !on_io_thread()) {
+  if (join_io_thread()) fail_inbox();  // whatever came in after the executor's last drain
+}
+
+bool client_impl::join_io_thread() noexcept {
+  // One join per thread: two threads closing at once both came here, and the second joined a
+  // thread the first had already reaped (it hung in pthread_join).
+  std::lock_guard<std::mutex> g(join_mu_);
+  if (!thread_.joinable() || on_io_thread()) return false;
+  try {
     thread_.join();
-    fail_inbox();  // whatever came in after the executor's last drain
+  } catch (...) {  // a join that cannot be made is no reason to terminate a destructor
+    return false;
   }
+  return true;
 }
 
 void client_impl::push(inbox_job* job) {

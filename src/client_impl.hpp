@@ -175,6 +175,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::unique_ptr<lock_service> locks_;
   std::shared_ptr<sync_board> board_;
   std::mutex life_mu_;
+  std::mutex join_mu_;  // thread_.join() and joinable(), across closers
+  // Joins the I/O thread unless this is it or it is joined already; true if this call joined it.
+  bool join_io_thread() noexcept;
   std::atomic<bool> closed_{false};
   bool closing_ = false;  // executor only
   std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only

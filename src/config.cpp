@@ -211,7 +211,9 @@ std::string config::invalid_setting() const {
                  at_least("reconnect_min_delay", reconnect_min_delay, 1),
                  at_least("reconnect_max_delay", reconnect_max_delay, reconnect_min_delay.count()),
                  at_least("health_check_interval", health_check_interval, 0),
-                 at_least("watchdog_timeout", watchdog_timeout, 1), at_least("mutex_poll_cap", mutex_poll_cap, 1),
+                 // Renewed every third of it: a lease of a few round trips is lost between renewals, and
+                 // one shorter than a round trip is stale before its grant arrives (a grant-undo loop).
+                 at_least("watchdog_timeout", watchdog_timeout, 100), at_least("mutex_poll_cap", mutex_poll_cap, 1),
                  at_least("queue_allowance", queue_allowance, 1), at_least("sentinel.timeout", sentinel.timeout, 1),
                  at_least("sentinel.poll_interval", sentinel.poll_interval, 0),
                  at_least("replica_ack.timeout", replica_ack.timeout, 0)}) {

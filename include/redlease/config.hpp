@@ -225,8 +225,8 @@ struct config {
   /// Empty when every timing and limit is in range; otherwise what is wrong with the first one that
   /// is not, e.g. "reconnect_min_delay must be at least 1 ms (it is -50 ms)". Durations must be
   /// positive (`health_check_interval`, `sentinel.poll_interval` and `replica_ack.timeout` may be
-  /// 0), `reconnect_max_delay` at least `reconnect_min_delay`, and the batch and reply limits at
-  /// least 1. The client constructor checks it. Thread-safe on a config nobody modifies.
+  /// 0), `watchdog_timeout` at least 100 ms, `reconnect_max_delay` at least `reconnect_min_delay`,
+  /// and the batch and reply limits at least 1. The client constructor checks it. Thread-safe on a config nobody modifies.
   std::string invalid_setting() const;
 
   /// TLS for the data connections (the command and pub/sub connections). Off unless `rediss://`

@@ -12,6 +12,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -141,6 +142,54 @@ TEST_F(hardening, ThrowingCompletionHandlerIsReportedAndTheClientLives) {
   auto l = c.lock("after-throw");
   EXPECT_TRUE(l.try_lock());
   l.unlock();
+}
+
+// After close() a completion without an executor of its own runs on asio::system_executor, whose
+// thread calls std::terminate on an exception: a handler that throws on error (client_closed) used
+// to end the process there (exit 134), though it is reported and survived on the I/O thread.
+TEST_F(hardening, a_completion_handler_that_throws_after_close_does_not_end_the_process) {
+  client c(cfg());
+  auto l = c.lock("throw-after-close");
+  auto owner = c.new_owner();
+  c.close();
+  std::atomic<bool> ran{false};
+  std::error_code seen;
+  l.async_unlock(owner, [&](std::error_code ec) {
+    seen = ec;
+    ran = true;
+    throw std::runtime_error("handler saw " + ec.message());
+  });
+  ASSERT_TRUE(eventually([&] { return ran.load(); }));
+  EXPECT_EQ(seen, make_error_code(errc::client_closed));
+  // A std::terminate would come right after the throw.
+  std::this_thread::sleep_for(100ms);
+  SUCCEED();
+}
+
+// close() is idempotent and callable from any thread: two threads closing at once used to both
+// join the I/O thread, and the second hung in pthread_join on a thread the first had reaped (in
+// the first of 50 rounds, 3 runs of 3).
+TEST_F(hardening, two_threads_closing_one_client_at_once_both_return) {
+  for (int round = 0; round < 30; ++round) {
+    SCOPED_TRACE(round);
+    client c(cfg());
+    c.ping();
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    auto closer = [&] {
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      c.close();
+    };
+    std::thread a(closer), b(closer);
+    while (ready.load() < 2) std::this_thread::yield();
+    go = true;
+    a.join();
+    b.join();
+    std::error_code ec;
+    c.ping(ec);
+    EXPECT_EQ(ec, make_error_code(errc::client_closed));
+  }
 }
 
 TEST_F(hardening, ThrowingOnLostIsReportedAndTheWatchdogGoesOn) {

@@ -12,6 +12,8 @@
 #include <asio/post.hpp>
 #include <asio/system_executor.hpp>
 
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <system_error>
 #include <tuple>
@@ -77,7 +79,18 @@ unique_function<void(Args...)> erase_handler(Handler&& handler, const Executor& 
     if constexpr (std::is_same_v<asio::associated_executor_t<handler_type, asio::system_executor>,
                                  asio::system_executor>) {
       if (complete_inline_now) {
-        asio::post(asio::system_executor(), std::move(run));
+        // Asio's system_context thread calls std::terminate on an exception. The client promises
+        // that user code may throw: the exception is reported, as on the I/O thread (whose
+        // on_error may be gone by now: stderr).
+        asio::post(asio::system_executor(), [run = std::move(run)]() mutable {
+          try {
+            run();
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "redlease: a completion handler threw after the client closed: %s\n", e.what());
+          } catch (...) {
+            std::fprintf(stderr, "redlease: a completion handler threw after the client closed\n");
+          }
+        });
         work.reset();
         return;
       }
