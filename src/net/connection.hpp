@@ -124,6 +124,8 @@ class connection : public std::enable_shared_from_this<connection> {
   bool is_up() const noexcept { return state_ == state::up; }
   /// The error of the last failed connection attempt (clear once connected).
   std::error_code last_error() const noexcept { return last_error_; }
+  /// The words of the last failure (the server's text, a protocol error), or empty.
+  const std::string& last_error_text() const noexcept { return last_error_text_; }
   const conn_stats& stats() const noexcept { return stats_; }
   const config& cfg() const noexcept { return cfg_; }
   const asio::any_io_executor& executor() const noexcept { return ex_; }

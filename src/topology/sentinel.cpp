@@ -54,7 +54,9 @@ class sentinel_topology final : public topology, private subscriber::listener {
                              // A Sentinel whose answer was no use has been passed over already.
                              if (passing_over_) return;
                              auto ec = query_->last_error();
-                             dir_.failed(query_at_, ec ? ec.message() : "connection lost");
+                             // The Sentinel's own words when it gave some (WRONGPASS, NOPERM).
+                             const auto& words = query_->last_error_text();
+                             dir_.failed(query_at_, !ec ? "connection lost" : words.empty() ? ec.message() : words);
                            },
                            {},
                            {}});
@@ -114,19 +116,24 @@ class sentinel_topology final : public topology, private subscriber::listener {
                                 }});
   }
 
-  // Asks the Sentinel of the query connection for the master's address; a failure moves the query
-  // connection to the next Sentinel and fails this resolution (the data connection retries).
-  void ask_master(connection::callbacks::resolved done) {
+  // Asks the Sentinel of the query connection for the master's address. A failure moves the query
+  // connection to the next Sentinel, and the question goes there, until each known Sentinel has
+  // been asked once: only then does this resolution fail (and the data connection retry later). A
+  // first Sentinel that is down must not fail a one-shot caller (`redlease status`) while the
+  // second one answers.
+  void ask_master(connection::callbacks::resolved done) { ask_master(std::move(done), dir_.size()); }
+  void ask_master(connection::callbacks::resolved done, std::size_t tries) {
     std::string cmd;
     // SENTINEL MASTER rather than GET-MASTER-ADDR-BY-NAME: its config-epoch tells a lagging
     // Sentinel's answer (the old master) from a current one.
     encode_command(cmd, {"SENTINEL", "MASTER", cfg_.sentinel.master_name});
-    query_->submit_here(request{std::move(cmd), [this, done = std::move(done)](std::error_code ec, reply r) mutable {
+    query_->submit_here(request{std::move(cmd), [this, done = std::move(done), tries](std::error_code ec, reply r) mutable {
                                   if (closed_) return done(errc::client_closed, {}, {});
                                   auto who = to_string(dir_.current(query_at_));
                                   if (ec) {
                                     std::string why = r.is_error() ? r.str : ec.message();
                                     if (ec == errc::request_timeout) query_->reconnect_now(ec);
+                                    if (tries > 1 && ec != errc::client_closed) return ask_master(std::move(done), tries - 1);
                                     return done(errc::no_sentinel, "no Sentinel answered: " + dir_.failures() +
                                                                        (dir_.failures().empty() ? who + ": " + why : ""),
                                                 {});
@@ -138,6 +145,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
                                     passing_over_ = true;
                                     query_->reconnect_now(errc::no_sentinel);
                                     passing_over_ = false;
+                                    if (tries > 1) return ask_master(std::move(done), tries - 1);
                                     return done(a.ec, a.text, {});
                                   }
                                   auto v = tracker_.answer(a.address, a.epoch);
@@ -158,6 +166,12 @@ class sentinel_topology final : public topology, private subscriber::listener {
     if (!(master_.conn().is_up() && master_.conn().address() == now)) master_.reconnect_now(errc::connection_lost);
     if (!(sub_.conn().is_up() && sub_.conn().address() == now)) sub_.conn().reconnect_now(errc::connection_lost);
     if (events_.on_failover) events_.on_failover(what);
+  }
+
+  // The watch connection (re)subscribed: a +switch-master published while it was down is lost, so
+  // ask once (with sentinel.poll_interval = 0 nothing else would).
+  void on_subscribed() override {
+    if (!closed_) ask_master([](std::error_code, std::string, node_address) {});
   }
 
   void on_message(std::string_view, std::string_view payload) override {
