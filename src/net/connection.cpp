@@ -534,6 +534,7 @@ void connection::start_read() {
                           }
                           attempt_bytes_ += n;
                           reply r;
+                          bool whole = false;  // a whole reply came in this read (one clock read per read)
                           for (bool fed = false;;) {
                             auto st = resp_reader::status::error;
                             try {
@@ -548,7 +549,8 @@ void connection::start_read() {
                             ++stats_.replies;
                             // Liveness counts whole replies: a peer that trickles one declared
                             // reply a byte at a time is as stuck as a silent one.
-                            last_read_ = clock::now();
+                            if (!whole) last_read_ = clock::now();
+                            whole = true;
                             try {
                               on_reply(r);
                             } catch (...) {
