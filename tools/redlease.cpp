@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The redlease command-line tool: a Redis lock as easy as flock(1).
 #include <iostream>
+#include <string>
+#include <utility>
 
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
@@ -24,6 +26,21 @@ int main(int argc, char** argv) {
   setup_demo(app, action);
   setup_bench(app, action);
   setup_doctor(app, action);
+  // A first word that is no option must name a subcommand: CLI11 would call it an extra argument and
+  // say "A subcommand is required", as if none had been given.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const CLI::App* sub : std::as_const(app).get_subcommands([](const CLI::App*) { return true; })) {
+      found = found || sub->check_name(argv[1]);
+      if (!sub->get_group().empty()) known += (known.empty() ? "" : ", ") + sub->get_name();  // not the hidden ones
+    }
+    if (!found) {
+      std::cerr << "redlease: unknown command '" << printable(argv[1]) << "' (commands: " << known
+                << "; see redlease --help)\n";
+      return exit_code::usage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

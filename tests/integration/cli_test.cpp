@@ -302,6 +302,17 @@ TEST_F(cli_test, exit_status_64_for_usage_errors) {
   EXPECT_FALSE(exists("x"));
 }
 
+// An unknown subcommand is named as such (CLI11 alone said "A subcommand is required").
+TEST_F(cli_test, an_unknown_subcommand_is_named) {
+  auto r = run({"frob", "x"});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_NE(r.err.find("unknown command 'frob'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run, status, unlock"), std::string::npos) << r.err;
+  r = run({});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+}
+
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
