@@ -593,7 +593,7 @@ void setup_run(CLI::App& app, action_t& action) {
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
       "76 lock lost; 64 usage; 69 Redis unreachable, authentication or TLS failed; 126/127 command not\n"
       "executable/not found.");
-  cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
+  cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);

@@ -245,7 +245,7 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto o = std::make_shared<status_options>();
   auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
-  cmd->add_option("names", o->names, "The locks' names")->required();
+  cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");

@@ -69,7 +69,7 @@ void setup_unlock(CLI::App& app, action_t& action) {
       "The holder is not told until its next renewal (a redlease holder then loses the lock: `redlease\n"
       "run` stops its command and exits 76). A name that is not locked is reported and is not an error;\n"
       "a key that is neither a hash nor a string is left alone (exit status 65).");
-  cmd->add_option("names", o->names, "The locks' names")->required();
+  cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
   cmd->add_flag("--force", o->force, "Required: delete the lock whoever holds it");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);

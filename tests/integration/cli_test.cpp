@@ -313,6 +313,21 @@ TEST_F(cli_test, an_unknown_subcommand_is_named) {
   EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
 }
 
+// The empty name is a usage error for every subcommand that takes names, before Redis is asked
+// (status showed a row with a blank name; unlock said "" was not locked; both exited 0).
+TEST_F(cli_test, an_empty_lock_name_is_a_usage_error_everywhere) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "", "--redis", url(), "--", "true"},
+        std::vector<std::string>{"status", "", "--redis", url()},
+        std::vector<std::string>{"status", "ok", "", "--redis", url()},
+        std::vector<std::string>{"unlock", "--force", "", "--redis", url()}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 64) << args[0] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("a lock name must not be empty"), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+}
+
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
