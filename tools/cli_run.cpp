@@ -275,6 +275,11 @@ std::string format_ms(milliseconds d) {
 
 // ---- the run ---------------------------------------------------------------------------------
 
+// The shortest --watchdog-timeout: the lease is renewed every third of it (33 ms here), and the
+// acquisition's own reply and each renewal's must arrive within it. Below that the lock is lost
+// before (or just after) the command starts, on any server that is not on this machine.
+constexpr milliseconds min_watchdog_timeout{100};
+
 int run(const run_options& o) {
   const reporter rep(o, o.name);
   auto fail = [&](int status, const std::string& message) {
@@ -289,8 +294,10 @@ int run(const run_options& o) {
     if (!lease || lease->count() <= 0) return fail(exit_code::usage, "--lease must be greater than zero");
   }
   auto watchdog = parse_duration(o.watchdog);
-  if (!watchdog || watchdog->count() <= 0)
-    return fail(exit_code::usage, "--watchdog-timeout must be greater than zero");
+  if (!watchdog || *watchdog < min_watchdog_timeout)
+    return fail(exit_code::usage, "--watchdog-timeout must be at least " + format_ms(min_watchdog_timeout) +
+                                      ": it is the lease, renewed every third of it, and each renewal is a "
+                                      "round trip to Redis that must come back before the lease ends");
   auto kill_after = parse_duration(o.kill_after).value_or(milliseconds(10'000));
   if (o.command.empty()) return fail(exit_code::usage, "no command given");
 
@@ -602,7 +609,7 @@ void setup_run(CLI::App& app, action_t& action) {
   auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")
                     ->check(duration_validator());
   auto* wd = cmd->add_option("--watchdog-timeout", o->watchdog,
-                             "Lease renewed every third of it while the command runs (default 30s)")
+                             "Lease renewed every third of it while the command runs (default 30s, at least 100ms)")
                  ->check(duration_validator());
   lease->excludes(wd);
   cmd->add_option("--kill-after", o->kill_after,

@@ -328,6 +328,22 @@ TEST_F(cli_test, an_empty_lock_name_is_a_usage_error_everywhere) {
   }
 }
 
+// A --watchdog-timeout too short to renew is refused, saying the minimum and why (1ms was accepted,
+// and the lock was lost before the command ran: exit 76).
+TEST_F(cli_test, a_watchdog_timeout_too_short_to_renew_is_a_usage_error) {
+  for (std::string t : {"1ms", "99ms", "0.05s"}) {
+    auto r = run({"run", "x", "--redis", url(), "--watchdog-timeout", t, "--", "touch", path("ran")});
+    EXPECT_EQ(r.status, 64) << t << ": " << r.err;
+    EXPECT_NE(r.err.find("--watchdog-timeout must be at least 100ms"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("renewed every third of it"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists("ran"));
+  auto r = run({"run", "x", "--redis", url(), "--watchdog-timeout", "100ms", "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(file_exists("ran"));
+  EXPECT_FALSE(exists("x"));
+}
+
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
