@@ -354,7 +354,8 @@ int run(const run_options& o) {
       state->notify();
     };
     // An ACL that predates fencing may not allow the token key: then the lock is taken without a
-    // token (said once on stderr), as before, rather than not at all.
+    // token (said once, as a `no_fencing_token` notice: a JSON event with --json, nothing with -q),
+    // as before, rather than not at all.
     std::function<void()> acquire_plain = [&] {
       auto plain = [finish](std::error_code ec, bool got) { finish(ec, got, 0); };
       if (!wait) {
@@ -366,10 +367,13 @@ int run(const run_options& o) {
         else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), plain));
       }
     };
-    auto done = [finish, &acquire_plain, &o](std::error_code ec, std::uint64_t token) {
+    auto done = [finish, &acquire_plain, &rep](std::error_code ec, std::uint64_t token) {
       if (ec == errc::no_permission) {
-        std::cerr << "redlease: no fencing token for lock \"" << o.name << "\": " << last_error_text()
-                  << " (allow the token key in the ACL: docs/deployment.md); taking the lock without one\n";
+        const std::string why = last_error_text().empty() ? ec.message() : last_error_text();
+        rep(reporter::notice, "no_fencing_token")
+            .str("message", why)
+            .say("no fencing token for lock " + rep.quoted() + ": " + why +
+                 " (allow the token key in the ACL: docs/deployment.md); taking the lock without one");
         return acquire_plain();
       }
       finish(ec, !ec && token != 0, token);

@@ -559,6 +559,42 @@ TEST_F(cli_test, command_gets_a_fencing_token_that_grows_run_after_run) {
   EXPECT_GT(std::stoull(read_file(path("m1"))), 0u);
 }
 
+// A user whose ACL predates fencing (no token keys): `run` takes the lock without a token and says so
+// once, as a `no_fencing_token` event with --json (it was a plain line inside the JSON stream) and
+// not at all with -q. The `acquired` event names each kind.
+TEST_F(cli_test, no_fencing_token_notice_is_a_json_event_and_quiet_hides_it) {
+  ASSERT_TRUE(raw()({"ACL", "SETUSER", "notoken", "on", ">pw", "~nt:*", "~redisson_unlock_latch:{nt:*", "&*", "+@all"})
+                  .is_ok());
+  const std::string u = "redis://notoken:pw@127.0.0.1:" + std::to_string(server().port());
+  const std::string no_token = "test -z \"$REDLEASE_FENCING_TOKEN\"";
+  for (std::string kind : {"reentrant", "mutex", "write"}) {
+    std::vector<std::string> args{"run", "--json", "nt:" + kind, "--redis", u};
+    if (kind != "reentrant") args.push_back("--" + kind);
+    args.insert(args.end(), {"--", "sh", "-c", no_token});
+    auto r = run(args);
+    EXPECT_EQ(r.status, 0) << kind << ": " << r.err;
+    std::istringstream in(r.err);
+    int lines = 0;
+    for (std::string line; std::getline(in, line); ++lines)
+      EXPECT_TRUE(line.starts_with("{\"event\":\"") && line.ends_with("}")) << kind << ": not a JSON event: " << line;
+    EXPECT_EQ(lines, 5) << r.err;  // no_fencing_token, acquired, started, exited, released
+    EXPECT_NE(r.err.find("{\"event\":\"no_fencing_token\",\"lock\":\"nt:" + kind + "\",\"message\":\"NOPERM"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("{\"event\":\"acquired\",\"lock\":\"nt:" + kind + "\",\"kind\":\"" + kind + "\""),
+              std::string::npos)
+        << r.err;
+  }
+  auto quiet = run({"run", "-q", "nt:q", "--redis", u, "--", "sh", "-c", no_token});
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  auto plain = run({"run", "nt:p", "--redis", u, "--", "sh", "-c", no_token});
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.err.rfind("redlease: no fencing token for lock \"nt:p\": NOPERM", 0), 0u) << plain.err;
+  EXPECT_NE(plain.err.find("taking the lock without one\n"), std::string::npos) << plain.err;
+  raw()({"ACL", "DELUSER", "notoken"});
+}
+
 TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
   client c{cfg()};
   auto r = c.read_lock("cli:rw");
