@@ -1359,7 +1359,9 @@ void setup_doctor(CLI::App& app, action_t& action) {
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
-      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS failed.");
+      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS\n"
+      "failed, or the server refuses the connection (only the connectivity line is printed); 64 usage;\n"
+      "70 an unexpected error.");
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);

@@ -602,8 +602,13 @@ void setup_run(CLI::App& app, action_t& action) {
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
-      "76 lock lost; 64 usage; 69 Redis unreachable, authentication or TLS failed; 126/127 command not\n"
-      "executable/not found.");
+      "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
+      "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
+      "refusing for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY); 70 an unexpected error (for example\n"
+      "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
+      "when the release is refused); 79 the command succeeded but the lock could not be released (it\n"
+      "stays held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
+      "the wait for the lock (the command did not run).");
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
