@@ -394,6 +394,33 @@ TEST_F(cli_test, each_subcommands_help_lists_its_own_exit_statuses) {
   EXPECT_EQ(exit_statuses_in(root.out), all) << root.out;
 }
 
+// docs/cli.md's `run` section names every option `redlease run --help` prints (--fair, --read,
+// --write and the TLS/Sentinel flags were missing from its table).
+TEST_F(cli_test, cli_md_documents_every_run_option) {
+  const fs::path doc = fs::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "cli.md";
+  std::string md = read_file(doc.string());
+  ASSERT_FALSE(md.empty()) << doc;
+  auto begin = md.find("## `redlease run`");
+  ASSERT_NE(begin, std::string::npos);
+  std::string section = md.substr(begin, md.find("\n## ", begin + 1) - begin);
+  auto r = run({"run", "--help"});
+  ASSERT_EQ(r.status, 0);
+  std::istringstream in(r.out);
+  int options = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("  -")) continue;
+    std::string names = line.substr(2, line.find(' ', 2) - 2);  // "-q,--quiet"
+    for (std::size_t at = 0; at < names.size();) {
+      auto comma = names.find(',', at);
+      std::string opt = names.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      ++options;
+      EXPECT_NE(section.find("`" + opt), std::string::npos) << opt << " is not in docs/cli.md's run section";
+      at = comma == std::string::npos ? names.size() : comma + 1;
+    }
+  }
+  EXPECT_GE(options, 20) << r.out;
+}
+
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
