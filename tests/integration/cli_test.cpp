@@ -709,6 +709,12 @@ TEST_F(cli_test, status_shows_a_fair_locks_queue_and_a_read_write_locks_mode_and
   EXPECT_NE(out.out.find("\"queue\":[\"" + c.id() + ":"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("\"kind\":\"read-write\""), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("\"mode\":\"read\""), std::string::npos) << out.out;
+  // The fair lock's waiters are its queue (they listen on channels of their own); the read-write
+  // lock's channel is its kind's.
+  EXPECT_NE(out.out.find("\"waiters\":1,\"channels\":[]}"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"channels\":[{\"channel\":\"redisson_rwlock:{st:rw}\",\"subscribers\":0}]}"),
+            std::string::npos)
+      << out.out;
   auto table = run({"status", "st:rw", "--redis", url()});
   EXPECT_NE(table.out.find("mode read: "), std::string::npos) << table.out;
   f.unlock();
@@ -816,6 +822,17 @@ TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
   EXPECT_EQ(f.rfind("{\"lock\":\"free\",\"state\":\"free\",\"kind\":\"none\",\"ttl_ms\":-2,", 0), 0u) << f;
   EXPECT_NE(f.find("redisson_lock__channel:{free}"), std::string::npos) << f;
   EXPECT_NE(f.find("redlease_mutex__channel:{free}"), std::string::npos) << f;
+  // A free key: the three kinds' channels (cli.md, WAITERS); a key of another type: two.
+  auto count = [](const std::string& line, const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = line.find(what); p != std::string::npos; p = line.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_NE(f.find("{\"channel\":\"redisson_rwlock:{free}\",\"subscribers\":0}"), std::string::npos) << f;
+  EXPECT_EQ(count(f, "\"channel\":"), 3u) << f;
+  EXPECT_EQ(count(lines[4], "\"channel\":"), 2u) << lines[4];
+  EXPECT_NE(lines[4].find("redisson_lock__channel:{list}"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[4].find("redlease_mutex__channel:{list}"), std::string::npos) << lines[4];
 
   // Control characters, quotes and invalid UTF-8 are escaped: the line stays valid JSON.
   EXPECT_EQ(lines[3].rfind("{\"lock\":\"bin\\u0001\\\"q\\u00ff\",\"state\":\"held\",\"kind\":\"reentrant\"", 0), 0u)
