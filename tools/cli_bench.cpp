@@ -1353,6 +1353,10 @@ void setup_bench(CLI::App& app, action_t& action) {
       "bench", "Measure lock throughput, latency and cost against the Redis server's own ceiling "
                "(starts a private redis-server unless --redis)");
   auto opt = std::make_shared<options>();
+  cmd->footer(
+      "Exit status: 0 done (with --check: the results are valid); 1 --check found a problem; 64 usage;\n"
+      "69 no redis-server on PATH (without --redis), or Redis unavailable; 78 the server refuses a\n"
+      "command the bench sends (an ACL permission, a renamed command); 70 an unexpected error.");
   cmd->add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
   add_tls_flags(cmd);
   cmd->add_flag("--json", opt->json, "One JSON object per line per case");

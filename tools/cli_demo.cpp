@@ -346,6 +346,10 @@ int run_demo(const std::string& url_opt) {
 void setup_demo(CLI::App& app, action_t& action) {
   auto* cmd = app.add_subcommand("demo", "Show, live, what redlease does (starts a private redis-server unless --redis)");
   auto url = std::make_shared<std::string>();
+  cmd->footer(
+      "Exit status: 0 every step passed; 1 some step FAILED; 64 usage; 69 no redis-server on PATH (without\n"
+      "--redis), or Redis unavailable; 78 the server refuses a command the demo sends (an ACL permission,\n"
+      "a renamed command); 70 an unexpected error.");
   cmd->add_option("--redis", *url, "Run against this server instead of a private one");
   add_tls_flags(cmd);
   cmd->callback([&action, url] { action = [url] { return run_demo(*url); }; });

@@ -189,6 +189,12 @@ std::string sample_of(std::string_view pattern, std::string_view filler = "redle
   return out;
 }
 
+// True if the glob `pattern` ends in an unescaped `*`: patterns derived from it stay open.
+bool open_pattern(const std::string& pattern) {
+  bool escaped = pattern.size() >= 2 && pattern[pattern.size() - 2] == '\\';
+  return !pattern.empty() && pattern.back() == '*' && !escaped;
+}
+
 // A key or channel pattern for what the library derives from the names matched by `pattern`:
 // `prefix:{name}`, or `prefix:name` when the name has a `{` (lock_channel, latch_key), followed by
 // `tail`. A pattern that ends in `*` is left open, as in docs/deployment.md's line
@@ -196,29 +202,43 @@ std::string sample_of(std::string_view pattern, std::string_view filler = "redle
 std::string derived_pattern(std::string_view prefix, const std::string& pattern, std::string_view tail) {
   bool braces = !contains(pattern, "{");
   std::string out = std::string(prefix) + (braces ? ":{" : ":") + pattern;
-  bool escaped = pattern.size() >= 2 && pattern[pattern.size() - 2] == '\\';
-  bool open = !pattern.empty() && pattern.back() == '*' && !escaped;
-  if (open) return out;
+  if (open_pattern(pattern)) return out;
   if (braces) out += '}';
   out += tail;
   return out;
 }
 
 // What a prefix-restricted user needs for the names matched by `pattern` (docs/deployment.md, "ACL:
-// a user limited to a key prefix"): the lock names and the latch of a retried release as keys, the
-// unlock channels as channels (the scripts take them as arguments, not keys). `keyspace`: also the
-// keyspace channel mutex waiters listen on when the server sends keyspace events. The user's
-// password and `on` are left as they are: the line adds to an existing user.
+// a user limited to a key prefix"), every kind's keys and channels as src/lock/protocols.cpp and the
+// scripts name them. Keys: the lock names; a retried release's latch; the fencing token keys
+// (reentrant and fair, mutex, read-write); the fair lock's queue and deadlines; the read-write
+// lock's per-read timeout keys `{name}:<owner>:rwlock_timeout:<n>` (`name:...` when the name has a
+// `{`: then `~pattern` covers them unless the pattern is closed). Channels (arguments of the scripts,
+// not keys): the reentrant and fair lock's, with the fair waiters' own `...:<owner>`, the mutex's and
+// the read-write lock's. Commands: TIME too, which the acquire scripts call to start a name's first
+// fencing token (it is in no category the others grant). `keyspace`: also the keyspace channel
+// mutex waiters listen on when the server sends keyspace events. The user's password and `on` are
+// left as they are: the line adds to an existing user.
 std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace = false) {
   std::string line = "ACL SETUSER " + user + " ~" + pattern;
   if (pattern == "*") {
-    line += " &redisson_lock__channel:* &redlease_mutex__channel:*";
+    line += " &redisson_lock__channel:* &redlease_mutex__channel:* &redisson_rwlock:*";
   } else {
+    const bool braces = !contains(pattern, "{");
+    const bool open = open_pattern(pattern);
     line += " ~" + derived_pattern("redisson_unlock_latch", pattern, ":*");
+    for (const char* token : {"redisson_lock_token", "redlease_mutex_token", "redlease_rwlock_token"})
+      line += " ~" + derived_pattern(token, pattern, "");
+    line += " ~" + derived_pattern("redisson_lock_queue", pattern, "");
+    line += " ~" + derived_pattern("redisson_lock_timeout", pattern, "");
+    if (braces) line += open ? " ~{" + pattern : " ~{" + pattern + "}:*";
+    else if (!open) line += " ~" + pattern + ":*";
     line += " &" + derived_pattern("redisson_lock__channel", pattern, "");
+    if (!open) line += " &" + derived_pattern("redisson_lock__channel", pattern, ":*");
     line += " &" + derived_pattern("redlease_mutex__channel", pattern, "");
+    line += " &" + derived_pattern("redisson_rwlock", pattern, "");
   }
-  line += " +@read +@write +@scripting +@pubsub +ping +client|setname";
+  line += " +@read +@write +@scripting +@pubsub +ping +time +client|setname";
   if (database != 0) line += " +select";
   if (keyspace) line += " &__keyspace@" + std::to_string(database) + "__:" + pattern;
   return line;
@@ -470,17 +490,19 @@ void check_topology(context& cx, report& r) {
 // ---- 2. permissions ---------------------------------------------------------------------------
 
 // How much a step matters: the locks do not work without a required one; without a wake-up step
-// they work, but waiters are not woken by a release's message (a WARN that says what happens
-// instead); the client copes without an optional one (noted on an OK line).
-enum class need { required, wakeup, optional };
+// they work, but waiters are not woken by a release's message, and without a fencing step they work
+// but fenced acquisitions fail (a WARN that says what happens instead); the client copes without an
+// optional one (noted on an OK line).
+enum class need { required, wakeup, fencing, optional };
 
 struct step {
-  step(std::string w, std::vector<std::string> a, need l = need::required, std::string wo = {})
-      : what(std::move(w)), args(std::move(a)), level(l), without(std::move(wo)) {}
+  step(std::string w, std::vector<std::string> a, need l = need::required, std::string wo = {}, std::string g = {})
+      : what(std::move(w)), args(std::move(a)), level(l), without(std::move(wo)), grant(std::move(g)) {}
   std::string what;               // "acquire", "release", ...
   std::vector<std::string> args;  // the command as the library sends it
   need level;
-  std::string without;            // wake-up steps: what happens when it is refused
+  std::string without;            // wake-up and fencing steps: what happens when it is refused
+  std::string grant;              // what the advice grants when it is refused (default: by level)
 };
 
 struct step_result {
@@ -489,6 +511,7 @@ struct step_result {
   need level = need::required;
   std::string text;
   std::string without;
+  std::string grant;
 };
 
 const char* const fake_sha = "0123456789abcdef0123456789abcdef01234567";
@@ -498,18 +521,30 @@ const std::string without_publish =
     "a release skips its unlock message (its PUBLISH runs through pcall), so it wakes no waiter";
 const std::string without_subscribe =
     "waiters, refused SUBSCRIBE, poll with backoff (10 ms doubling to 500 ms) instead of being woken at once";
+const std::string without_handoff =
+    "a fair release skips its hand-off message (PUBLISH through pcall): the head of the queue finds the lock "
+    "free at its next call instead of at once";
+// Without the token key (or TIME, which starts a name's first token): src/lua/include/make_fencing_token.lua.
+const std::string without_fencing =
+    "fenced acquisitions (lock_and_get_token) fail with no_permission, and `redlease run` takes the lock "
+    "without a token (no REDLEASE_FENCING_TOKEN)";
 
+const std::string request_id = "00112233445566778899aabbccddeeff";
+
+// The layouts of src/lock/protocols.cpp (numkeys, KEYS, ARGV): channels are arguments, a fenced
+// acquisition declares its token key.
 std::vector<step> lock_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
   std::string ch = channel_of("redisson_lock__channel", n);
-  std::string latch = latch_of(n, "00112233445566778899aabbccddeeff");
+  std::string latch = latch_of(n, request_id);
   std::string field = c.id() + ":1";
-  // The layouts of src/lock/lock_service.cpp (numkeys, KEYS, ARGV): the channel is an argument.
   return {
       {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}},
       {"release", {"EVALSHA", fake_sha, "2", n, latch, ch, "0", "30000", field, "1", "0", "30000"}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}},
       {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
+      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redisson_lock_token", n), "5000", field}, need::fencing,
+       without_fencing},
       {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
       {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
   };
@@ -524,6 +559,54 @@ std::vector<step> mutex_steps(const context& cx) {
       {"release", {"EVALSHA", fake_sha, "1", n, ch, token}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "s", token}},
       {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
+      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redlease_mutex_token", n), token, "5000"}, need::fencing,
+       without_fencing},
+      {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
+      {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
+  };
+}
+
+// The fair lock on the reentrant lock's sample name: its queue and deadlines are keys of every call,
+// a release hands the lock over on the head waiter's own channel `<channel>:<owner field>`.
+std::vector<step> fair_steps(const context& cx, const client& c) {
+  const std::string& n = cx.sample;
+  std::string ch = channel_of("redisson_lock__channel", n);
+  std::string queue = channel_of("redisson_lock_queue", n), deadlines = channel_of("redisson_lock_timeout", n);
+  std::string field = c.id() + ":1";
+  std::string now = "1700000000000";
+  return {
+      {"acquire", {"EVALSHA", fake_sha, "3", n, queue, deadlines, "5000", field, "30000", now, "1", ch, "publish"}},
+      {"release",
+       {"EVALSHA", fake_sha, "4", n, queue, deadlines, latch_of(n, request_id), ch, "publish", "30000", field, "1", "0",
+        "30000", now}},
+      {"give-up", {"EVALSHA", fake_sha, "3", n, queue, deadlines, field, "30000", ch, "publish"}},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}},
+      {"force-unlock", {"EVALSHA", fake_sha, "3", n, queue, deadlines, ch, "0", now}},
+      {"fencing",
+       {"EVALSHA", fake_sha, "4", n, queue, deadlines, channel_of("redisson_lock_token", n), "5000", field, "30000", now,
+        "1", ch, "publish"},
+       need::fencing, without_fencing},
+      {"hand-off", {"PUBLISH", ch + ":" + field, "0"}, need::wakeup, without_handoff},
+      {"wait", {"SUBSCRIBE", ch + ":" + field}, need::wakeup, without_subscribe},
+  };
+}
+
+// The read-write lock on the reentrant lock's sample name: a read acquisition also writes its
+// timeout key `{name}:<owner field>:rwlock_timeout:<n>` from inside the script (not among its KEYS,
+// so only this step shows a refusal of it).
+std::vector<step> rw_steps(const context& cx, const client& c) {
+  const std::string& n = cx.sample;
+  std::string ch = channel_of("redisson_rwlock", n);
+  std::string field = c.id() + ":1";
+  std::string timeout_key = (contains(n, "{") ? n : "{" + n + "}") + ":" + field + ":rwlock_timeout:1";
+  return {
+      {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}},
+      {"read timeout key", {"SET", timeout_key, "1", "PX", "5000"}},
+      {"release", {"EVALSHA", fake_sha, "2", n, latch_of(n, request_id), ch, "publish", field, "1", "0", "30000"}},
+      {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "r", field}},
+      {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "1"}},
+      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redlease_rwlock_token", n), "5000", field}, need::fencing,
+       without_fencing},
       {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
       {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
   };
@@ -545,6 +628,7 @@ std::vector<step> other_steps(const context& cx, const client& c) {
        {"EVAL", "return 0", "2", n, latch_of(n, "0"), channel_of("redisson_lock__channel", n), "0", "30000", "f", "1",
         "0", "30000"}},
       {"PING", {"PING"}},
+      {"TIME (the first fencing token of a name)", {"TIME"}, need::fencing, without_fencing, "the TIME command"},
       {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"},
        need::optional},
       {keyspace_query_step, {"CONFIG", "GET", "notify-keyspace-events"}, need::optional},
@@ -561,7 +645,7 @@ std::vector<step_result> dryrun(client& c, const context& cx, const std::vector<
     cmd.insert(cmd.end(), s.args.begin(), s.args.end());
     std::error_code ec;
     auto rep = c.command(cmd, ec);
-    step_result res{s.what, true, s.level, {}, s.without};
+    step_result res{s.what, true, s.level, {}, s.without, s.grant};
     if (ec) {
       res.ok = false;
       res.text = error_text(rep, ec);
@@ -589,9 +673,9 @@ std::string join(const refusals& v) {
   return out;
 }
 
-// "locks work, but <effect>; <effect>": what the refused wake-up steps cost.
-std::string wakeup_effects(const std::vector<std::string>& effects) {
-  std::string out = "locks work, but ";
+// "<works>, but <effect>; <effect>": what the refused wake-up (or fencing, or kind) steps cost.
+std::string wakeup_effects(const std::vector<std::string>& effects, const std::string& works = "locks work") {
+  std::string out = works + ", but ";
   for (std::size_t i = 0; i < effects.size(); ++i) out += (i ? "; " : "") + effects[i];
   return out;
 }
@@ -602,30 +686,47 @@ void add_effect(std::vector<std::string>& effects, const std::string& effect) {
 
 const std::string wakeup_what = "the channels waiters listen on, to wake them at once";
 
+const std::string fencing_what = "the fencing token keys";
+
+// One check's line from its steps' results. A refused required step is a FAIL, or with `kind` (a
+// kind the deployment may not use: "the fair lock") a WARN naming it; refused wake-up and fencing
+// steps are a WARN saying what the locks do without them; refused optional ones are noted.
 void report_group(const context& cx, report& r, const std::string& check, const std::string& sample,
-                  const std::vector<step_result>& res, const std::string& ok_detail) {
-  refusals required, wakeup, optional;
-  std::vector<std::string> effects;
-  std::string advice, wakeup_advice;
+                  const std::vector<step_result>& res, const std::string& ok_detail, const std::string& kind = {}) {
+  refusals required, degraded, optional;
+  std::vector<std::string> effects, grants;
+  std::string advice, other_advice;
   for (const auto& x : res) {
     if (x.ok) continue;
-    add_refusal(x.level == need::required ? required : x.level == need::wakeup ? wakeup : optional, x.text, x.what);
-    if (x.level == need::wakeup) add_effect(effects, x.without);
+    const bool partial = x.level == need::wakeup || x.level == need::fencing;
+    add_refusal(x.level == need::required ? required : partial ? degraded : optional, x.text, x.what);
     if (x.level == need::required && advice.empty()) advice = advice_for(cx, {}, x.text, cx.checked);
-    if (x.level == need::wakeup && wakeup_advice.empty())
-      wakeup_advice = contains(x.text, "no permissions") || contains(x.text, "NOPERM")
-                          ? acl_advice(cx, cx.checked, wakeup_what)
-                          : advice_for(cx, {}, x.text, cx.checked);  // PUBLISH renamed away: "not found"
+    if (!partial) continue;
+    add_effect(effects, x.without);
+    if (contains(x.text, "no permissions") || contains(x.text, "NOPERM"))
+      add_effect(grants, !x.grant.empty() ? x.grant : x.level == need::wakeup ? wakeup_what : fencing_what);
+    else if (other_advice.empty())
+      other_advice = advice_for(cx, {}, x.text, cx.checked);  // PUBLISH renamed away: "not found"
+  }
+  std::string degraded_advice = other_advice;
+  if (!grants.empty()) {
+    std::string what;
+    for (std::size_t i = 0; i < grants.size(); ++i) what += (i ? " and " : "") + grants[i];
+    degraded_advice += (degraded_advice.empty() ? "" : "; ") + acl_advice(cx, cx.checked, what);
   }
   if (!required.empty()) {
     std::string detail = "refused on " + sample + ": " + join(required);
-    if (!wakeup.empty()) detail += "; also refused (locks work without them): " + join(wakeup);
+    if (!degraded.empty()) detail += "; also refused (locks work without them): " + join(degraded);
     if (!optional.empty()) detail += "; optional, refused: " + join(optional);
-    r.fail(check, detail, advice);
-  } else if (!wakeup.empty()) {
-    std::string detail = "refused on " + sample + ": " + join(wakeup) + "; " + wakeup_effects(effects);
+    if (kind.empty())
+      r.fail(check, detail, advice);
+    else
+      r.warn(check, kind + " cannot be used by user " + cx.checked + " (the other kinds are not affected): " + detail,
+             advice);
+  } else if (!degraded.empty()) {
+    std::string detail = "refused on " + sample + ": " + join(degraded) + "; " + wakeup_effects(effects);
     if (!optional.empty()) detail += "; optional, refused: " + join(optional);
-    r.warn(check, detail, wakeup_advice);
+    r.warn(check, detail, degraded_advice);
   } else if (!optional.empty()) {
     r.ok(check, ok_detail + "; optional, refused: " + join(optional));
   } else {
@@ -657,12 +758,11 @@ const std::string without_keyspace =
     "(10 ms doubling to 500 ms) instead of being woken at once";
 
 void check_permissions_dryrun(client& c, context& cx, report& r) {
-  auto ls = lock_steps(cx, c);
-  auto ms = mutex_steps(cx);
-  auto os = other_steps(cx, c);
-  auto lr = dryrun(c, cx, ls);
-  auto mr = dryrun(c, cx, ms);
-  auto orr = dryrun(c, cx, os);
+  auto lr = dryrun(c, cx, lock_steps(cx, c));
+  auto mr = dryrun(c, cx, mutex_steps(cx));
+  auto fr = dryrun(c, cx, fair_steps(cx, c));
+  auto rr = dryrun(c, cx, rw_steps(cx, c));
+  auto orr = dryrun(c, cx, other_steps(cx, c));
   // Mutex waiters also subscribe to the key's keyspace channel when the server sends keyspace events
   // and the user may read that it does (the library asks; refused, it does without).
   auto query = std::find_if(orr.begin(), orr.end(), [](const step_result& x) { return x.what == keyspace_query_step; });
@@ -673,10 +773,20 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
     mr.push_back(std::move(kr.front()));
   }
   report_group(cx, r, "acl.lock", cx.sample, lr,
-               "reentrant lock on " + cx.sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
+               "reentrant lock on " + cx.sample +
+                   ": acquire, release, renew, force-unlock, fencing, publish, wait permitted");
   report_group(cx, r, "acl.mutex", cx.mutex_sample, mr,
-               "mutex on " + cx.mutex_sample + ": acquire, release, renew, force-unlock, publish, wait permitted");
-  report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING permitted");
+               "mutex on " + cx.mutex_sample + ": acquire, release, renew, force-unlock, fencing, publish, wait permitted");
+  // The other kinds: a deployment that does not use them works without them (WARN, naming the kind).
+  report_group(cx, r, "acl.fair", cx.sample, fr,
+               "fair lock on " + cx.sample +
+                   ": acquire, release, give-up, renew, force-unlock, fencing, hand-off, wait permitted",
+               "the fair lock");
+  report_group(cx, r, "acl.rwlock", cx.sample, rr,
+               "read-write lock on " + cx.sample +
+                   ": acquire, read timeout key, release, renew, force-unlock, fencing, publish, wait permitted",
+               "the read-write lock");
+  report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING, TIME permitted");
 }
 
 // The live probe: take and release each kind of lock on the sample name with a short fixed lease,
@@ -809,6 +919,68 @@ void check_permissions_live(client& c, context& cx, report& r) {
            wakeup_advice(first, failed));
   else
     r.fail("probe.wait", "cannot subscribe to " + failed, advice_for(cx, first, failed));
+
+  // Fencing and the other kinds are not taken live: a token key lives 7 days, and their keys are
+  // more than the sample names the probe may touch. Commands that write nothing show whether the
+  // user may use those keys (EXISTS: read access) and channels (PUBLISH "0", on channels nobody
+  // uses), and TIME (a name's first token) is called as is. A refusal is a WARN saying what it breaks.
+  struct item {
+    std::string what;
+    std::vector<std::string> args;
+    std::string without;
+  };
+  const std::string& n = cx.sample;
+  const std::string field = "redlease-doctor:1";  // an owner field no client has
+  const std::string rw_timeout = (contains(n, "{") ? n : "{" + n + "}") + ":" + field + ":rwlock_timeout:1";
+  const std::string no_fair = "the fair lock cannot be used (its scripts declare the queue and the deadlines)";
+  const std::string no_read = "read locks cannot be taken (the acquire script writes the timeout key)";
+  struct kind_items {
+    std::string check;
+    bool a_kind;  // a refused key breaks a kind (the others work), not a feature of every kind
+    std::vector<item> items;
+  };
+  const std::vector<kind_items> kinds = {
+      {"probe.fencing", false,
+       {{"token key " + channel_of("redisson_lock_token", n), {"EXISTS", channel_of("redisson_lock_token", n)},
+         without_fencing},
+        {"token key " + channel_of("redlease_mutex_token", cx.mutex_sample),
+         {"EXISTS", channel_of("redlease_mutex_token", cx.mutex_sample)}, without_fencing},
+        {"token key " + channel_of("redlease_rwlock_token", n), {"EXISTS", channel_of("redlease_rwlock_token", n)},
+         without_fencing},
+        {"TIME", {"TIME"}, without_fencing}}},
+      {"probe.fair", true,
+       {{"queue " + channel_of("redisson_lock_queue", n), {"EXISTS", channel_of("redisson_lock_queue", n)}, no_fair},
+        {"deadlines " + channel_of("redisson_lock_timeout", n), {"EXISTS", channel_of("redisson_lock_timeout", n)},
+         no_fair},
+        {"hand-off channel " + lock_ch + ":" + field, {"PUBLISH", lock_ch + ":" + field, "0"}, without_handoff}}},
+      {"probe.rwlock", true,
+       {{"read timeout key " + rw_timeout, {"EXISTS", rw_timeout}, no_read},
+        {"channel " + channel_of("redisson_rwlock", n), {"PUBLISH", channel_of("redisson_rwlock", n), "0"},
+         without_publish}}},
+  };
+  for (const auto& [check, a_kind, items] : kinds) {
+    std::string failed, names, fix;
+    std::vector<std::string> effects;
+    bool kind_broken = false;
+    for (const auto& it : items) {
+      names += (names.empty() ? "" : ", ") + it.what;
+      std::error_code ec;
+      auto rep = c.command(it.args, ec);
+      if (!ec) continue;
+      std::string text = error_text(rep, ec);
+      failed += (failed.empty() ? "" : "; ") + it.what + ": " + text;
+      add_effect(effects, it.without);
+      kind_broken = kind_broken || (a_kind && it.args.front() == "EXISTS");
+      if (fix.empty())
+        fix = ec == errc::no_permission ? acl_advice(cx, cx.user, "the keys and channels of every kind")
+                                        : advice_for(cx, ec, text);
+    }
+    if (failed.empty())
+      r.ok(check, "may use " + names);
+    else
+      r.warn(check, "refused: " + failed + "; " + wakeup_effects(effects, kind_broken ? "the other kinds work" : "locks work"),
+             fix);
+  }
 }
 
 void check_permissions(client& c, context& cx, report& r) {
@@ -1187,7 +1359,9 @@ void setup_doctor(CLI::App& app, action_t& action) {
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
-      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS failed.");
+      "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS\n"
+      "failed, or the server refuses the connection (only the connectivity line is printed); 64 usage;\n"
+      "70 an unexpected error.");
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);

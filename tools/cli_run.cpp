@@ -275,6 +275,11 @@ std::string format_ms(milliseconds d) {
 
 // ---- the run ---------------------------------------------------------------------------------
 
+// The shortest --watchdog-timeout: the lease is renewed every third of it (33 ms here), and the
+// acquisition's own reply and each renewal's must arrive within it. Below that the lock is lost
+// before (or just after) the command starts, on any server that is not on this machine.
+constexpr milliseconds min_watchdog_timeout{100};
+
 int run(const run_options& o) {
   const reporter rep(o, o.name);
   auto fail = [&](int status, const std::string& message) {
@@ -289,8 +294,10 @@ int run(const run_options& o) {
     if (!lease || lease->count() <= 0) return fail(exit_code::usage, "--lease must be greater than zero");
   }
   auto watchdog = parse_duration(o.watchdog);
-  if (!watchdog || watchdog->count() <= 0)
-    return fail(exit_code::usage, "--watchdog-timeout must be greater than zero");
+  if (!watchdog || *watchdog < min_watchdog_timeout)
+    return fail(exit_code::usage, "--watchdog-timeout must be at least " + format_ms(min_watchdog_timeout) +
+                                      ": it is the lease, renewed every third of it, and each renewal is a "
+                                      "round trip to Redis that must come back before the lease ends");
   auto kill_after = parse_duration(o.kill_after).value_or(milliseconds(10'000));
   if (o.command.empty()) return fail(exit_code::usage, "no command given");
 
@@ -347,7 +354,8 @@ int run(const run_options& o) {
       state->notify();
     };
     // An ACL that predates fencing may not allow the token key: then the lock is taken without a
-    // token (said once on stderr), as before, rather than not at all.
+    // token (said once, as a `no_fencing_token` notice: a JSON event with --json, nothing with -q),
+    // as before, rather than not at all.
     std::function<void()> acquire_plain = [&] {
       auto plain = [finish](std::error_code ec, bool got) { finish(ec, got, 0); };
       if (!wait) {
@@ -359,10 +367,13 @@ int run(const run_options& o) {
         else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), plain));
       }
     };
-    auto done = [finish, &acquire_plain, &o](std::error_code ec, std::uint64_t token) {
+    auto done = [finish, &acquire_plain, &rep](std::error_code ec, std::uint64_t token) {
       if (ec == errc::no_permission) {
-        std::cerr << "redlease: no fencing token for lock \"" << o.name << "\": " << last_error_text()
-                  << " (allow the token key in the ACL: docs/deployment.md); taking the lock without one\n";
+        const std::string why = last_error_text().empty() ? ec.message() : last_error_text();
+        rep(reporter::notice, "no_fencing_token")
+            .str("message", why)
+            .say("no fencing token for lock " + rep.quoted() + ": " + why +
+                 " (allow the token key in the ACL: docs/deployment.md); taking the lock without one");
         return acquire_plain();
       }
       finish(ec, !ec && token != 0, token);
@@ -591,9 +602,14 @@ void setup_run(CLI::App& app, action_t& action) {
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
-      "76 lock lost; 64 usage; 69 Redis unreachable, authentication or TLS failed; 126/127 command not\n"
-      "executable/not found.");
-  cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required();
+      "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
+      "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
+      "refusing for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY); 70 an unexpected error (for example\n"
+      "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
+      "when the release is refused); 79 the command succeeded but the lock could not be released (it\n"
+      "stays held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
+      "the wait for the lock (the command did not run).");
+  cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);
@@ -602,7 +618,7 @@ void setup_run(CLI::App& app, action_t& action) {
   auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")
                     ->check(duration_validator());
   auto* wd = cmd->add_option("--watchdog-timeout", o->watchdog,
-                             "Lease renewed every third of it while the command runs (default 30s)")
+                             "Lease renewed every third of it while the command runs (default 30s, at least 100ms)")
                  ->check(duration_validator());
   lease->excludes(wd);
   cmd->add_option("--kill-after", o->kill_after,

@@ -245,7 +245,12 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto o = std::make_shared<status_options>();
   auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
-  cmd->add_option("names", o->names, "The locks' names")->required();
+  cmd->footer(
+      "Exit status: 0 done (a free or foreign key is a row, not an error); 64 usage (an empty name);\n"
+      "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis); 78 the ACL user\n"
+      "may not run a command status sends (TYPE, HGET, PTTL, LRANGE, PUBSUB NUMSUB...) or it is renamed;\n"
+      "70 an unexpected error.");
+  cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");

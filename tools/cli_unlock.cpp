@@ -68,8 +68,11 @@ void setup_unlock(CLI::App& app, action_t& action) {
   cmd->footer(
       "The holder is not told until its next renewal (a redlease holder then loses the lock: `redlease\n"
       "run` stops its command and exits 76). A name that is not locked is reported and is not an error;\n"
-      "a key that is neither a hash nor a string is left alone (exit status 65).");
-  cmd->add_option("names", o->names, "The locks' names")->required();
+      "a key that is neither a hash nor a string is left alone.\n"
+      "Exit status: 0 done; 64 usage (no --force, an empty name); 65 some key is not a lock (the others\n"
+      "are unlocked); 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis);\n"
+      "78 an ACL permission the user lacks or a renamed command; 70 an unexpected error.");
+  cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
   cmd->add_flag("--force", o->force, "Required: delete the lock whoever holds it");
   cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
   add_tls_flags(cmd);

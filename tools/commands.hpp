@@ -66,6 +66,9 @@ std::string printable(std::string_view s, bool escape_space = false);
 std::string channel_of(std::string_view prefix, std::string_view name);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
+/// A CLI11 validator for lock names: the empty name is refused (a usage error, 64) by every
+/// subcommand that takes names, as the library refuses it.
+CLI::Validator lock_name_validator();
 
 void setup_run(CLI::App& app, action_t& action);
 void setup_status(CLI::App& app, action_t& action);

@@ -195,6 +195,11 @@ CLI::Validator duration_validator() {
       "DURATION");
 }
 
+CLI::Validator lock_name_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string { return s.empty() ? "a lock name must not be empty" : std::string{}; }, "");
+}
+
 std::string channel_of(std::string_view prefix, std::string_view name) {
   std::string out(prefix);
   if (name.find('{') != std::string_view::npos) {

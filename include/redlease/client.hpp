@@ -57,8 +57,11 @@ struct client_stats {
 /// Move-only; not thread-safe (one owner), destruction never throws.
 class subscription {
  public:
+  /// An empty subscription (subscribed to nothing; `reset()` does nothing).
   subscription() = default;
+  /// Takes over `other`'s subscription; `other` is left empty.
   subscription(subscription&&) noexcept = default;
+  /// Unsubscribes from this one's channel (as `reset()`), then takes over `o`'s; `o` is left empty.
   subscription& operator=(subscription&& o) noexcept {
     if (this != &o) {
       reset();
@@ -118,7 +121,11 @@ class client {
   /// Closes the client: pending operations fail with `errc::client_closed`, held locks are no longer
   /// renewed (they expire after their lease). Joins the I/O thread. Never throws.
   ~client();
+  /// Takes over `other`'s connections, thread, locks and watchdog; `other` may then only be
+  /// destroyed or assigned to. Never throws. Not thread-safe with calls on `other`.
   client(client&&) noexcept;
+  /// Closes this client (as the destructor does), then takes over `other`'s state as the move
+  /// constructor does. Never throws. Not thread-safe with calls on either.
   client& operator=(client&&) noexcept;
   client(const client&) = delete;
   client& operator=(const client&) = delete;

@@ -212,8 +212,11 @@ struct config {
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `rediss://...` (the same with TLS: sets
   /// `tls.enabled`; the port still defaults to 6379), `unix:///path.sock[?db=N]` or
-  /// `redis+unix://`. User and password are percent-decoded. Timing and TLS file fields keep their
-  /// defaults.
+  /// `redis+unix://`, and a Sentinel-managed master:
+  /// `redis-sentinel://[user:password@]s1[:port][,s2[:port]...][/db]?master=NAME` (port 26379 by
+  /// default; fills `sentinel.nodes` and `sentinel.master_name`, which is required; the credentials
+  /// are the data nodes') or `rediss-sentinel://...` (TLS to the Sentinels and the data nodes). User
+  /// and password are percent-decoded. Timing and TLS file fields keep their defaults.
   /// @throws redlease::error with `errc::invalid_url`.
   static config from_url(std::string_view url);
   /// As above; on failure sets `ec` and returns a default config.

@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// @file
-/// The locks: `redlease::reentrant_lock` (alias `redlease::lock`), Redisson-compatible and
-/// reentrant, and `redlease::mutex`, the classic non-reentrant `SET NX PX` lock.
+/// The locks, all with the same calls (`detail::lock_handle`): `redlease::reentrant_lock` (alias
+/// `redlease::lock`), Redisson-compatible and reentrant; `redlease::mutex`, the classic
+/// non-reentrant `SET NX PX` lock; Redisson's `redlease::fair_lock` (FIFO) and read-write lock
+/// (`redlease::read_lock`, `redlease::write_lock`).
 #pragma once
 
 #include <asio/any_io_executor.hpp>
@@ -47,7 +49,7 @@ enum class lost_reason {
 struct lost_info {
   std::string name;    ///< the lock's name
   owner_id owner = 0;  ///< the owner that held it
-  lost_reason reason = lost_reason::expired;
+  lost_reason reason = lost_reason::expired;  ///< how it was lost
   /// Why the last renewals failed, when they did and the lock then expired: the server refused
   /// them (`errc::no_replicas`, `errc::server_oom`, `errc::no_permission`, `errc::auth_failed` after
   /// a password change, ...) or they went unanswered (`errc::request_timeout`). Empty otherwise.
@@ -111,7 +113,12 @@ using void_handler = unique_function<void(std::error_code)>;
 using bool_handler = unique_function<void(std::error_code, bool)>;
 using int_handler = unique_function<void(std::error_code, long long)>;
 
-/// Shared part of `reentrant_lock` and `mutex`. Cheap to copy (a name and two shared pointers).
+/// What every lock kind shares: `reentrant_lock`, `mutex`, `fair_lock`, `read_lock` and
+/// `write_lock` are this handle with their kind. Cheap to copy (a name and two shared pointers).
+/// Thread-safety: every member may be called from any thread on a handle shared by threads (the
+/// sync calls' owner is the calling thread), except `set_wait_strategy`, which is not synchronised
+/// with calls in flight. Errors: the sync calls throw `redlease::error`, or report through their
+/// `std::error_code&` overload; the async calls complete with the error code.
 class lock_handle {
  public:
   /// The lock's name (its Redis key).
@@ -228,9 +235,16 @@ class lock_handle {
   std::uint64_t token() const;
 
   // ---- explicit-owner variants of the local view ------------------------------------------------
+  // For the async calls' owners (`client::new_owner()`): no I/O, any thread (the thread rule above).
+
+  /// As `token()`, for `owner`'s hold.
   std::uint64_t token(owner_id owner) const;
+  /// As `valid()`: true while `owner` holds the lock and it has not been found lost.
   bool valid(owner_id owner) const;
+  /// As `valid_until()`, for `owner`'s hold: `time_point::min()` if it holds nothing.
   std::chrono::steady_clock::time_point valid_until(owner_id owner) const;
+  /// As `lost_token()`: stop-requested when `owner`'s current hold is lost; never stops if it holds
+  /// nothing.
   std::stop_token lost_token(owner_id owner) const;
 
   // ---- async calls: the owner is explicit ------------------------------------------------------
@@ -280,6 +294,8 @@ class lock_handle {
       async_fenced_impl(owner, {}, {}, std::move(h), std::move(x));
     });
   }
+  /// Waits for the lock without limit, holds it for `lease` with no renewal, and takes a fencing
+  /// token. Signature `void(std::error_code, std::uint64_t token)`. Cancellable as `async_lock`.
   template <class CompletionToken>
   auto async_lock_and_get_token(owner_id owner, std::chrono::milliseconds lease, CompletionToken&& token) {
     return initiate_acquire_token(token, [this, owner, lease](token_handler h, std::shared_ptr<acquire_cancel> x) {
@@ -294,6 +310,9 @@ class lock_handle {
       async_fenced_impl(owner, wait, {}, std::move(h), std::move(x));
     });
   }
+  /// Tries up to `wait`, holds for `lease` with no renewal, and takes a fencing token. Signature
+  /// `void(std::error_code, std::uint64_t token)`: token 0 (with no error) when the lock was not
+  /// acquired. Cancellable as `async_lock`.
   template <class CompletionToken>
   auto async_try_lock_and_get_token(owner_id owner, std::chrono::milliseconds wait, std::chrono::milliseconds lease,
                                     CompletionToken&& token) {

@@ -40,13 +40,18 @@ class segmented_stock {
   /// Sets the stock to `total`, split evenly (the first `total % segments` get one more), atomically.
   /// @throws redlease::error; `errc::invalid_argument` for a negative total.
   void init(long long total);
+  /// As above; on failure sets `ec` (`errc::invalid_argument` for a negative total).
   void init(long long total, std::error_code& ec);
   /// Takes `n` units from one segment that has them. False when no segment has `n` left.
   /// @throws redlease::error; `errc::invalid_argument` for n <= 0.
   bool try_take(long long n = 1);
+  /// As above; on failure sets `ec` (`errc::invalid_argument` for n <= 0) and returns false.
   bool try_take(long long n, std::error_code& ec);
-  /// The units left, summed over the segments.
+  /// The units left, summed over the segments (one MGET; a missing segment counts 0).
+  /// @throws redlease::error: `errc::bad_reply` when a segment holds something that is not a count
+  /// (the message names the key and its value), or the connection's and server's errors.
   long long remaining();
+  /// As above; on failure sets `ec` and returns 0.
   long long remaining(std::error_code& ec);
 
   /// Async `try_take`. Completion signature `void(std::error_code, bool taken)`.

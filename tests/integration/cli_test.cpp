@@ -11,11 +11,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -302,6 +305,122 @@ TEST_F(cli_test, exit_status_64_for_usage_errors) {
   EXPECT_FALSE(exists("x"));
 }
 
+// An unknown subcommand is named as such (CLI11 alone said "A subcommand is required").
+TEST_F(cli_test, an_unknown_subcommand_is_named) {
+  auto r = run({"frob", "x"});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_NE(r.err.find("unknown command 'frob'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("run, status, unlock"), std::string::npos) << r.err;
+  r = run({});
+  EXPECT_EQ(r.status, 64);
+  EXPECT_EQ(r.err.find("unknown command"), std::string::npos) << r.err;
+}
+
+// The empty name is a usage error for every subcommand that takes names, before Redis is asked
+// (status showed a row with a blank name; unlock said "" was not locked; both exited 0).
+TEST_F(cli_test, an_empty_lock_name_is_a_usage_error_everywhere) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "", "--redis", url(), "--", "true"},
+        std::vector<std::string>{"status", "", "--redis", url()},
+        std::vector<std::string>{"status", "ok", "", "--redis", url()},
+        std::vector<std::string>{"unlock", "--force", "", "--redis", url()}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 64) << args[0] << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find("a lock name must not be empty"), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args[0];
+  }
+}
+
+// A --watchdog-timeout too short to renew is refused, saying the minimum and why (1ms was accepted,
+// and the lock was lost before the command ran: exit 76).
+TEST_F(cli_test, a_watchdog_timeout_too_short_to_renew_is_a_usage_error) {
+  for (std::string t : {"1ms", "99ms", "0.05s"}) {
+    auto r = run({"run", "x", "--redis", url(), "--watchdog-timeout", t, "--", "touch", path("ran")});
+    EXPECT_EQ(r.status, 64) << t << ": " << r.err;
+    EXPECT_NE(r.err.find("--watchdog-timeout must be at least 100ms"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("renewed every third of it"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists("ran"));
+  auto r = run({"run", "x", "--redis", url(), "--watchdog-timeout", "100ms", "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(file_exists("ran"));
+  EXPECT_FALSE(exists("x"));
+}
+
+/// The numbers of the "Exit status:" paragraph of `text` (up to the next blank line or "Environment:").
+std::set<int> exit_statuses_in(const std::string& text) {
+  std::set<int> out;
+  auto at = text.find("Exit status");
+  if (at == std::string::npos) return out;
+  auto end = std::min(text.find("\n\n", at), text.find("Environment:", at));
+  std::string para = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+  for (std::size_t i = 0; i < para.size();) {
+    if (std::isdigit(static_cast<unsigned char>(para[i])) && (i == 0 || !std::isalnum(static_cast<unsigned char>(para[i - 1])))) {
+      std::size_t j = i;
+      while (j < para.size() && std::isdigit(static_cast<unsigned char>(para[j]))) ++j;
+      out.insert(std::stoi(para.substr(i, j - i)));
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return out;
+}
+
+// Each subcommand's --help lists its own exit statuses, all of those it can return (exit_code_for
+// and each command's own): status and demo printed the root's, which is about `run`, and run's
+// left out 65, 70, 78 and 79.
+TEST_F(cli_test, each_subcommands_help_lists_its_own_exit_statuses) {
+  const std::map<std::string, std::set<int>> expected = {
+      {"run", {64, 65, 69, 70, 75, 76, 78, 79, 126, 127, 128}},
+      {"status", {0, 64, 69, 70, 78}},
+      {"unlock", {0, 64, 65, 69, 70, 78}},
+      {"doctor", {0, 64, 69, 70, 78}},
+      {"demo", {0, 1, 64, 69, 70, 78}},
+      {"bench", {0, 1, 64, 69, 70, 78}},
+  };
+  for (const auto& [sub, codes] : expected) {
+    auto r = run({sub, "--help"});
+    EXPECT_EQ(r.status, 0) << sub;
+    EXPECT_EQ(exit_statuses_in(r.out), codes) << sub << " --help:\n" << r.out;
+  }
+  // The root's names every subcommand's.
+  auto root = run({"--help"});
+  std::set<int> all;
+  for (const auto& [sub, codes] : expected) {
+    EXPECT_NE(root.out.find(sub), std::string::npos) << root.out;
+    all.insert(codes.begin(), codes.end());
+  }
+  EXPECT_EQ(exit_statuses_in(root.out), all) << root.out;
+}
+
+// docs/cli.md's `run` section names every option `redlease run --help` prints (--fair, --read,
+// --write and the TLS/Sentinel flags were missing from its table).
+TEST_F(cli_test, cli_md_documents_every_run_option) {
+  const fs::path doc = fs::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "cli.md";
+  std::string md = read_file(doc.string());
+  ASSERT_FALSE(md.empty()) << doc;
+  auto begin = md.find("## `redlease run`");
+  ASSERT_NE(begin, std::string::npos);
+  std::string section = md.substr(begin, md.find("\n## ", begin + 1) - begin);
+  auto r = run({"run", "--help"});
+  ASSERT_EQ(r.status, 0);
+  std::istringstream in(r.out);
+  int options = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.starts_with("  -")) continue;
+    std::string names = line.substr(2, line.find(' ', 2) - 2);  // "-q,--quiet"
+    for (std::size_t at = 0; at < names.size();) {
+      auto comma = names.find(',', at);
+      std::string opt = names.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+      ++options;
+      EXPECT_NE(section.find("`" + opt), std::string::npos) << opt << " is not in docs/cli.md's run section";
+      at = comma == std::string::npos ? names.size() : comma + 1;
+    }
+  }
+  EXPECT_GE(options, 20) << r.out;
+}
+
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -517,6 +636,42 @@ TEST_F(cli_test, command_gets_a_fencing_token_that_grows_run_after_run) {
   EXPECT_GT(std::stoull(read_file(path("m1"))), 0u);
 }
 
+// A user whose ACL predates fencing (no token keys): `run` takes the lock without a token and says so
+// once, as a `no_fencing_token` event with --json (it was a plain line inside the JSON stream) and
+// not at all with -q. The `acquired` event names each kind.
+TEST_F(cli_test, no_fencing_token_notice_is_a_json_event_and_quiet_hides_it) {
+  ASSERT_TRUE(raw()({"ACL", "SETUSER", "notoken", "on", ">pw", "~nt:*", "~redisson_unlock_latch:{nt:*", "&*", "+@all"})
+                  .is_ok());
+  const std::string u = "redis://notoken:pw@127.0.0.1:" + std::to_string(server().port());
+  const std::string no_token = "test -z \"$REDLEASE_FENCING_TOKEN\"";
+  for (std::string kind : {"reentrant", "mutex", "write"}) {
+    std::vector<std::string> args{"run", "--json", "nt:" + kind, "--redis", u};
+    if (kind != "reentrant") args.push_back("--" + kind);
+    args.insert(args.end(), {"--", "sh", "-c", no_token});
+    auto r = run(args);
+    EXPECT_EQ(r.status, 0) << kind << ": " << r.err;
+    std::istringstream in(r.err);
+    int lines = 0;
+    for (std::string line; std::getline(in, line); ++lines)
+      EXPECT_TRUE(line.starts_with("{\"event\":\"") && line.ends_with("}")) << kind << ": not a JSON event: " << line;
+    EXPECT_EQ(lines, 5) << r.err;  // no_fencing_token, acquired, started, exited, released
+    EXPECT_NE(r.err.find("{\"event\":\"no_fencing_token\",\"lock\":\"nt:" + kind + "\",\"message\":\"NOPERM"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("{\"event\":\"acquired\",\"lock\":\"nt:" + kind + "\",\"kind\":\"" + kind + "\""),
+              std::string::npos)
+        << r.err;
+  }
+  auto quiet = run({"run", "-q", "nt:q", "--redis", u, "--", "sh", "-c", no_token});
+  EXPECT_EQ(quiet.status, 0) << quiet.err;
+  EXPECT_EQ(quiet.err, "");
+  auto plain = run({"run", "nt:p", "--redis", u, "--", "sh", "-c", no_token});
+  EXPECT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.err.rfind("redlease: no fencing token for lock \"nt:p\": NOPERM", 0), 0u) << plain.err;
+  EXPECT_NE(plain.err.find("taking the lock without one\n"), std::string::npos) << plain.err;
+  raw()({"ACL", "DELUSER", "notoken"});
+}
+
 TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
   client c{cfg()};
   auto r = c.read_lock("cli:rw");
@@ -554,6 +709,12 @@ TEST_F(cli_test, status_shows_a_fair_locks_queue_and_a_read_write_locks_mode_and
   EXPECT_NE(out.out.find("\"queue\":[\"" + c.id() + ":"), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("\"kind\":\"read-write\""), std::string::npos) << out.out;
   EXPECT_NE(out.out.find("\"mode\":\"read\""), std::string::npos) << out.out;
+  // The fair lock's waiters are its queue (they listen on channels of their own); the read-write
+  // lock's channel is its kind's.
+  EXPECT_NE(out.out.find("\"waiters\":1,\"channels\":[]}"), std::string::npos) << out.out;
+  EXPECT_NE(out.out.find("\"channels\":[{\"channel\":\"redisson_rwlock:{st:rw}\",\"subscribers\":0}]}"),
+            std::string::npos)
+      << out.out;
   auto table = run({"status", "st:rw", "--redis", url()});
   EXPECT_NE(table.out.find("mode read: "), std::string::npos) << table.out;
   f.unlock();
@@ -661,6 +822,17 @@ TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
   EXPECT_EQ(f.rfind("{\"lock\":\"free\",\"state\":\"free\",\"kind\":\"none\",\"ttl_ms\":-2,", 0), 0u) << f;
   EXPECT_NE(f.find("redisson_lock__channel:{free}"), std::string::npos) << f;
   EXPECT_NE(f.find("redlease_mutex__channel:{free}"), std::string::npos) << f;
+  // A free key: the three kinds' channels (cli.md, WAITERS); a key of another type: two.
+  auto count = [](const std::string& line, const std::string& what) {
+    std::size_t n = 0;
+    for (auto p = line.find(what); p != std::string::npos; p = line.find(what, p + 1)) ++n;
+    return n;
+  };
+  EXPECT_NE(f.find("{\"channel\":\"redisson_rwlock:{free}\",\"subscribers\":0}"), std::string::npos) << f;
+  EXPECT_EQ(count(f, "\"channel\":"), 3u) << f;
+  EXPECT_EQ(count(lines[4], "\"channel\":"), 2u) << lines[4];
+  EXPECT_NE(lines[4].find("redisson_lock__channel:{list}"), std::string::npos) << lines[4];
+  EXPECT_NE(lines[4].find("redlease_mutex__channel:{list}"), std::string::npos) << lines[4];
 
   // Control characters, quotes and invalid UTF-8 are escaped: the line stays valid JSON.
   EXPECT_EQ(lines[3].rfind("{\"lock\":\"bin\\u0001\\\"q\\u00ff\",\"state\":\"held\",\"kind\":\"reentrant\"", 0), 0u)

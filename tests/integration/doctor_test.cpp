@@ -261,19 +261,28 @@ class doctor_test : public ::testing::Test {
   }
 };
 
-// The rules of docs/deployment.md's line for a user limited to `locks:` (also asserted by
-// server_settings_test): what the doctor must advise, word for word, for the pattern locks:*.
-const std::string documented_rules =
+// The rules of docs/deployment.md's line for a user limited to `locks:`: what the doctor must
+// advise, word for word, for the pattern locks:*. Every kind's keys (names, latch, fencing tokens,
+// fair queue and deadlines, read timeout keys) and channels, and TIME (a name's first token).
+const std::string documented_keys =
+    "~locks:* ~redisson_unlock_latch:{locks:* ~redisson_lock_token:{locks:* ~redlease_mutex_token:{locks:* "
+    "~redlease_rwlock_token:{locks:* ~redisson_lock_queue:{locks:* ~redisson_lock_timeout:{locks:* ~{locks:*";
+const std::string documented_channels =
+    "&redisson_lock__channel:{locks:* &redlease_mutex__channel:{locks:* &redisson_rwlock:{locks:*";
+const std::string documented_commands = "+@read +@write +@scripting +@pubsub +ping +time +client|setname";
+const std::string documented_rules = documented_keys + " " + documented_channels + " " + documented_commands;
+// The line the docs gave before: the reentrant lock's and the mutex's names, latch and channels only.
+const std::string old_documented_rules =
     "~locks:* ~redisson_unlock_latch:{locks:* &redisson_lock__channel:{locks:* &redlease_mutex__channel:{locks:* "
     "+@read +@write +@scripting +@pubsub +ping +client|setname";
 // The keys the locks need, without any channel (Redis 7's default for a new user): locks work,
 // waiters poll.
-const std::string without_channels =
-    "~locks:* ~redisson_unlock_latch:{locks:* resetchannels +@read +@write +@scripting +@pubsub +ping +client|setname";
-// The channels, but the lock names only: a reentrant release declares its latch key, and is refused.
+const std::string without_channels = documented_keys + " resetchannels " + documented_commands;
+// All but the latch pattern: a reentrant release declares its latch key, and is refused.
 const std::string without_latch =
-    "~locks:* &redisson_lock__channel:{locks:* &redlease_mutex__channel:{locks:* +@read +@write +@scripting +@pubsub "
-    "+ping +client|setname";
+    "~locks:* ~redisson_lock_token:{locks:* ~redlease_mutex_token:{locks:* ~redlease_rwlock_token:{locks:* "
+    "~redisson_lock_queue:{locks:* ~redisson_lock_timeout:{locks:* ~{locks:* " +
+    documented_channels + " " + documented_commands;
 // What the doctor itself needs to check without touching keys.
 const std::string doctor_rights = "+acl|dryrun +acl|whoami +info +config|get +command|info +time";
 
@@ -297,7 +306,8 @@ TEST_F(doctor_test, healthy_default_server_has_no_fail_and_warns_about_persisten
   EXPECT_EQ(status_of(r.out, "acl"), "OK") << r.out;
   EXPECT_TRUE(has(line_of(r.out, "acl"), "ACL DRYRUN")) << r.out;
   for (auto check :
-       {"acl.lock", "acl.mutex", "acl.commands", "eviction", "memory", "min-replicas", "commands", "clock"})
+       {"acl.lock", "acl.mutex", "acl.fair", "acl.rwlock", "acl.commands", "eviction", "memory", "min-replicas",
+        "commands", "clock"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
   EXPECT_TRUE(has(line_of(r.out, "eviction"), "noeviction")) << r.out;
   EXPECT_EQ(status_of(r.out, "persistence"), "WARN") << r.out;
@@ -373,7 +383,8 @@ TEST_F(doctor_test, live_probe_warns_that_waiters_poll_without_channels_and_the_
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_FALSE(any_fail(r.out)) << r.out;
   for (auto check : {"connectivity", "latency", "probe.lock.acquire", "probe.lock.release", "probe.mutex.acquire",
-                     "probe.mutex.release", "probe.publish", "probe.wait", "commands"})
+                     "probe.mutex.release", "probe.publish", "probe.wait", "probe.fencing", "probe.fair",
+                     "probe.rwlock", "commands"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
   // What the doctor cannot read as this user is a WARN, never a FAIL.
   EXPECT_EQ(status_of(r.out, "eviction"), "WARN") << r.out;
@@ -465,6 +476,14 @@ TEST_F(doctor_test, missing_latch_key_permission_fails_the_reentrant_release) {
   EXPECT_FALSE(has(line, "acquire")) << line;
   EXPECT_EQ(advised_line(line, "nolatch"), "ACL SETUSER nolatch " + documented_rules) << line;
   EXPECT_EQ(status_of(r.out, "acl.mutex"), "OK") << r.out;  // a mutex has no latch
+  // The fair and read-write releases declare it too: those kinds cannot be used (WARN, named).
+  EXPECT_EQ(status_of(r.out, "acl.fair"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.fair"), "the fair lock cannot be used by user nolatch")) << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.fair"), "release: This user has no permissions to access the "
+                                              "'redisson_unlock_latch:{locks:redlease-doctor}:"))
+      << r.out;
+  EXPECT_EQ(status_of(r.out, "acl.rwlock"), "WARN") << r.out;
+  EXPECT_TRUE(has(line_of(r.out, "acl.rwlock"), "the read-write lock cannot be used by user nolatch")) << r.out;
   EXPECT_EQ(status_of(r.out, "acl.commands"), "FAIL") << r.out;  // the EVAL fallback declares it too
   EXPECT_TRUE(has(line_of(r.out, "acl.commands"), "EVAL (after NOSCRIPT)")) << r.out;
 
@@ -482,6 +501,104 @@ TEST_F(doctor_test, missing_latch_key_permission_fails_the_reentrant_release) {
   EXPECT_EQ(admin({"EXISTS", "locks:redlease-doctor"}).integer, 0);
   for (auto check : {"probe.mutex.release", "probe.publish", "probe.wait"})
     EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+}
+
+// The line the docs recommended before covered the reentrant lock and the mutex without fencing, and
+// the doctor called it OK throughout. It now says what that line breaks: fencing tokens on acl.lock
+// and acl.mutex (and TIME on acl.commands), and the fair and read-write locks by name (WARN, not
+// FAIL: the other kinds work). The advised line makes every kind work, fenced.
+TEST_F(doctor_test, the_old_documented_acl_line_warns_naming_fencing_and_the_kinds_it_breaks) {
+  auto s = start();
+  auto admin = s->client();
+  ASSERT_TRUE(send_words(admin, "ACL SETUSER old on >pw " + old_documented_rules).is_ok());
+  auto r = run_doctor({"--redis", s->url(), "--acl-user", "old", "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_FALSE(any_fail(r.out)) << r.out;
+  const std::string fenced = "locks work, but fenced acquisitions (lock_and_get_token) fail with no_permission";
+  std::string line = line_of(r.out, "acl.lock");
+  EXPECT_EQ(status_of(r.out, "acl.lock"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "fencing: This user has no permissions to access the "
+                        "'redisson_lock_token:{locks:redlease-doctor}' key"))
+      << line;
+  EXPECT_TRUE(has(line, fenced)) << line;
+  EXPECT_TRUE(has(line, "grant user old the fencing token keys")) << line;
+  line = line_of(r.out, "acl.mutex");
+  EXPECT_EQ(status_of(r.out, "acl.mutex"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "'redlease_mutex_token:{locks:redlease-doctor-mutex}' key")) << line;
+  EXPECT_TRUE(has(line, fenced)) << line;
+  line = line_of(r.out, "acl.fair");
+  EXPECT_EQ(status_of(r.out, "acl.fair"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "the fair lock cannot be used by user old (the other kinds are not affected)")) << line;
+  EXPECT_TRUE(has(line, "acquire, release, give-up, force-unlock: This user has no permissions to access the "
+                        "'redisson_lock_queue:{locks:redlease-doctor}' key"))
+      << line;
+  line = line_of(r.out, "acl.rwlock");
+  EXPECT_EQ(status_of(r.out, "acl.rwlock"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "the read-write lock cannot be used by user old")) << line;
+  EXPECT_TRUE(has(line, "read timeout key: This user has no permissions to access the '{locks:redlease-doctor}:"))
+      << line;
+  EXPECT_TRUE(has(line, ":rwlock_timeout:1' key")) << line;
+  EXPECT_TRUE(has(line, "'redisson_rwlock:{locks:redlease-doctor}' channel")) << line;
+  line = line_of(r.out, "acl.commands");
+  EXPECT_EQ(status_of(r.out, "acl.commands"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "TIME (the first fencing token of a name): This user has no permissions to run the 'time' "
+                        "command"))
+      << line;
+  EXPECT_TRUE(has(line, "grant user old the TIME command")) << line;
+  for (auto check : {"acl.lock", "acl.mutex", "acl.fair", "acl.rwlock", "acl.commands"})
+    EXPECT_EQ(advised_line(line_of(r.out, check), "old"), "ACL SETUSER old " + documented_rules) << check;
+
+  // Probed live as that user (no ACL DRYRUN): the same, read without writing anything.
+  r = run_doctor({"--redis", url_for(*s, "old", "pw"), "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  for (auto check : {"probe.lock.acquire", "probe.lock.release", "probe.mutex.acquire", "probe.mutex.release"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  line = line_of(r.out, "probe.fencing");
+  EXPECT_EQ(status_of(r.out, "probe.fencing"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "token key redisson_lock_token:{locks:redlease-doctor}: NOPERM")) << line;
+  EXPECT_TRUE(has(line, "TIME: NOPERM")) << line;
+  EXPECT_TRUE(has(line, fenced)) << line;
+  line = line_of(r.out, "probe.fair");
+  EXPECT_EQ(status_of(r.out, "probe.fair"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "the other kinds work, but the fair lock cannot be used")) << line;
+  line = line_of(r.out, "probe.rwlock");
+  EXPECT_EQ(status_of(r.out, "probe.rwlock"), "WARN") << r.out;
+  EXPECT_TRUE(has(line, "the other kinds work, but read locks cannot be taken")) << line;
+  for (auto check : {"probe.fencing", "probe.fair", "probe.rwlock"})
+    EXPECT_EQ(advised_line(line_of(r.out, check), "old"), "ACL SETUSER old " + documented_rules) << check;
+  EXPECT_EQ(admin({"DBSIZE"}).integer, 0);  // nothing written
+
+  // What the WARNs say is what the library finds: a fenced acquisition is refused.
+  auto cfg = config::from_url(url_for(*s, "old", "pw"));
+  {
+    client c{cfg};
+    std::error_code ec;
+    c.lock("locks:fenced").lock_and_get_token(ec);
+    EXPECT_EQ(ec, errc::no_permission);
+  }
+
+  // The advised line: every check passes, and every kind takes a fenced lock and releases it.
+  ASSERT_TRUE(send_words(admin, "ACL SETUSER old " + documented_rules).is_ok());
+  r = run_doctor({"--redis", s->url(), "--acl-user", "old", "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  for (auto check : {"acl.lock", "acl.mutex", "acl.fair", "acl.rwlock", "acl.commands"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  r = run_doctor({"--redis", url_for(*s, "old", "pw"), "locks:*"});
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  for (auto check : {"probe.lock.release", "probe.mutex.release", "probe.publish", "probe.wait", "probe.fencing",
+                     "probe.fair", "probe.rwlock"})
+    EXPECT_EQ(status_of(r.out, check), "OK") << check << "\n" << r.out;
+  client c{cfg};
+  std::vector<detail::lock_handle> locks{c.lock("locks:k1"), c.mutex("locks:k2"), c.fair_lock("locks:k3"),
+                                         c.read_lock("locks:k4"), c.write_lock("locks:k5")};
+  for (auto& l : locks) {
+    std::error_code ec;
+    auto token = l.try_lock_and_get_token(0ms, ec);
+    EXPECT_FALSE(ec) << l.name() << ": " << ec.message() << " " << last_error_text();
+    EXPECT_TRUE(token && *token > 0) << l.name();
+    if (token) l.unlock(ec);
+    EXPECT_FALSE(ec) << l.name() << ": " << ec.message() << " " << last_error_text();
+  }
 }
 
 TEST_F(doctor_test, keyspace_channel_is_checked_when_mutex_waiters_would_use_it) {
