@@ -39,7 +39,7 @@ std::error_code error_from_reply_text(std::string_view t) {
   if (has("NOREPLICAS")) return errc::no_replicas;
   if (has("READONLY")) return errc::server_readonly;
   if (has("can't access at least one of the keys") || has("can't publish to the channel") ||
-      has("no permissions to"))
+      has("no permissions to") || has("can't run this command"))
     return errc::no_permission;
   return errc::server_error;
 }

@@ -115,6 +115,17 @@ TEST(ErrorFromReplyText, Auth) {
             errc::auth_failed);
 }
 
+// An ACL that refuses a command a script calls (TIME, for a name's first fencing token): Redis 7's
+// words inside a script. It was server_error, so `redlease run` exited 70 instead of taking the
+// lock without a token.
+TEST(ErrorFromReplyText, AclRefusalOfACommandInsideAScript) {
+  EXPECT_EQ(error_from_reply_text("ERR The user executing the script can't run this command or subcommand script: "
+                                  "1a8c67671c988614eb0c618efa73283c54565629, on @user_script:1."),
+            errc::no_permission);
+  EXPECT_EQ(error_from_reply_text("ERR The user executing the script can't run this command or subcommand"),
+            errc::no_permission);
+}
+
 TEST(ErrorFromReplyText, Busy) {
   EXPECT_EQ(error_from_reply_text("BUSY Redis is busy running a script. You can only call SCRIPT KILL or "
                                   "SHUTDOWN NOSAVE."),
