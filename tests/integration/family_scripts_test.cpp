@@ -116,9 +116,9 @@ struct ours {
   raw_reply read_release(const std::string& owner, long long expected = 1) {
     return eval(lua::rw_read_release, {name, latch()}, {rw_channel, "publish", owner, str(expected), "0", "20000"});
   }
-  raw_reply write_release(const std::string& owner, long long expected = 1) {
+  raw_reply write_release(const std::string& owner, long long expected = 1, long long lease = 30000) {
     return eval(lua::rw_write_release, {name, latch()},
-                {rw_channel, "publish", "30000", owner, str(expected), "0", "20000"});
+                {rw_channel, "publish", str(lease), owner, str(expected), "0", "20000"});
   }
   std::string timeout_key(const std::string& owner, int level) {
     return peer::suffix_name(name, owner) + ":rwlock_timeout:" + str(level);
@@ -880,6 +880,56 @@ TEST_F(family_scripts_test, rw_testWriteLockExpiration_reentry_does_not_accumula
   ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
   ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
   EXPECT_GT(raw()({"PTTL", "r8j"}).integer, 19000);  // Redisson's PTTL + lease (bug 3)
+}
+
+// A release that leaves write holds sets the hash's TTL to the lease of the holds left (ARGV[3]),
+// but never below the owner's own reads taken under the write: it cut the hash to the outer write's
+// 2 s while the owner's 60 s read was held, and another writer got in 2 s later (mutual exclusion).
+TEST_F(family_scripts_test, rw_write_release_never_cuts_the_hash_below_the_owners_own_reads) {
+  auto o = mine("r10");
+  const std::string me = peer::new_client_id() + ":1", other = peer::new_client_id() + ":2";
+  auto pttl = [&](const std::string& k) { return raw()({"PTTL", k}).integer; };
+  // A read with a longer lease than the write holds left: the hash lives as long as the read.
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());  // re-entry
+  ASSERT_TRUE(o.read_acquire(me, 60000).is_nil());  // its own read (a downgrade read)
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  auto hash_ttl = pttl("r10");  // read first: it can only be the longer one
+  auto read_ttl = pttl(o.timeout_key(me, 1));
+  EXPECT_GT(read_ttl, 50000);
+  EXPECT_GE(hash_ttl + 5, read_ttl) << "the hash would expire under the owner's read";
+  EXPECT_TRUE(o.write_acquire(other, 30000).is_integer());
+  EXPECT_EQ(o.write_release(me, 1).integer, 1);  // the downgrade: the read keeps the lock
+  EXPECT_EQ(o.read_release(me).integer, 1);
+
+  // The released level's longer lease does not stay: the TTL is the longest of the write holds
+  // left (2 s) and the reads (5 s), below the 60 s the inner write had given the hash.
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 5000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 3000).is_nil());  // level 2: the longest is level 1's
+  EXPECT_GT(pttl("r10"), 50000);
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  hash_ttl = pttl("r10");
+  EXPECT_GE(hash_ttl + 5, pttl(o.timeout_key(me, 1)));
+  EXPECT_LE(hash_ttl, 5000);
+  EXPECT_GT(hash_ttl, 3000);
+  raw()({"DEL", "r10", o.timeout_key(me, 1), o.timeout_key(me, 2)});
+
+  // Without reads the lease given is set, shorter or not (as before).
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  EXPECT_LE(pttl("r10"), 2000);
+
+  // A read count it cannot follow (garbage in the owner's field): the TTL is only ever lengthened.
+  raw()({"DEL", "r10"});
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  raw()({"HSET", "r10", me, "junk"});
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  EXPECT_GT(pttl("r10"), 50000);
+  raw()({"DEL", "r10"});
 }
 
 TEST_F(family_scripts_test, rw_testReadLockExpirationRenewal_rw_renew_extends_reads_and_writes) {
