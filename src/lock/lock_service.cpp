@@ -82,6 +82,16 @@ class level_stack {
   std::size_t n_ = 0;
 };
 
+// The lease the first `n` levels of a hold keep on the server once the others are given back: the
+// watchdog's when any of them is renewed by it (or there is none), else the latest one's fixed lease
+// (Redisson's: each acquisition sets the lease, each unlock of a re-entered hold its internal lease).
+static ms lease_of_levels(const level_stack& levels, std::size_t n, ms watchdog) {
+  if (n == 0) return watchdog;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!levels[i]) return watchdog;
+  return *levels[n - 1];
+}
+
 struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_service::hold> {
   std::string name;
   owner_id owner = 0;
@@ -287,8 +297,12 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.id = id;
   auto request = random_token();
   u.request = request;
+  // The levels known before the lost grant keep their lease (as release_hold gives it): an outer
+  // fixed lease of ten minutes must not come back as the watchdog's 30 s, which nothing renews.
+  const bool known = h && !h->lost;
   u.remaining_lease = c_.cfg().watchdog_timeout;
-  u.expected = ((h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0) + 1;
+  if (known) u.remaining_lease = lease_of_levels(h->levels, h->levels.size(), u.remaining_lease);
+  u.expected = (known ? static_cast<long long>(h->levels.size()) : 0) + 1;
   u.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_undo(a, u);
@@ -868,11 +882,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
                                 int attempt_no, long long expected, std::string request, void_handler done) {
   // The lease the remaining holds keep if this is not the last one.
   ms lease = c_.cfg().watchdog_timeout;
-  if (h && h->levels.size() > 1) {
-    bool wd = false;
-    for (std::size_t i = 0; i + 1 < h->levels.size(); ++i) wd = wd || !h->levels[i];
-    if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
-  }
+  if (h && h->levels.size() > 1) lease = lease_of_levels(h->levels, h->levels.size() - 1, lease);
   release_request q;
   q.name = name;
   q.field = scratch_field(owner);
