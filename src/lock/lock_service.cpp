@@ -265,7 +265,7 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
       // A grant the replicas did not confirm would not survive a failover: give it back (in order,
       // before any retry), then report it.
       std::string words = error_text_slot();
-      return undo_acquire(w->name, w->kind, w->owner, w->id, [h = std::move(h), sent, words = std::move(words)]() mutable {
+      return undo_acquire(*w, [h = std::move(h), sent, words = std::move(words)]() mutable {
         scoped_error_text scope(std::move(words));
         h(errc::not_replicated, std::nullopt, 0, sent);
       });
@@ -284,8 +284,11 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
 // connection, so it runs after it; and it must run before the waiter's next attempt, which is
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
-void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                                unique_function<void()> then) {
+void lock_service::undo_acquire(const waiter& w, unique_function<void()> then) {
+  const std::string& name = w.name;
+  const lock_kind kind = w.kind;
+  const owner_id owner = w.owner;
+  const std::string& id = w.id;
   auto done = [then = std::move(then)](std::error_code, reply) mutable {
     if (then) then();
   };
@@ -306,12 +309,14 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_undo(a, u);
-  if (const lua_script* g = proto.give_up_script()) {
+  const lua_script* g = proto.give_up_script();
+  if (g != nullptr && w.queue) {
     // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
-    // order, after the undo.
+    // order, after the undo, with the allowance it queued with (the deadlines behind it lose that
+    // much, no more). A single attempt (w.queue false) never queues: nothing to leave.
     c_.exec_script(name, proto.undo_script(), std::move(a), [](std::error_code, reply) {}, false, true);
     arg_list b;
-    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, ms(0), true});
+    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, w.allowance, true});
     return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
   }
   c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
@@ -322,7 +327,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
 // It is undone (in order, before the next attempt) and treated as contention.
 bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
   if (clock::now() < sent + w.lease.value_or(c_.cfg().watchdog_timeout)) return false;
-  undo_acquire(w.name, w.kind, w.owner, w.id);
+  undo_acquire(w);
   return true;
 }
 
@@ -389,7 +394,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
@@ -714,7 +719,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
@@ -756,7 +761,7 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
     return true;
   }
   // Completes once the grant is given back, so that the caller never sees the lock still held.
-  undo_acquire(w->name, w->kind, w->owner, w->id,
+  undo_acquire(*w,
                [this, w] { finish_waiter(w, closed_ ? errc::client_closed : errc::operation_aborted, false); });
   return true;
 }

@@ -6,6 +6,7 @@
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "lock/protocol.hpp"
 
@@ -32,6 +33,37 @@ reply array(std::initializer_list<reply> elements) {
 }
 
 using k = acquire_result::kind;
+
+// The arguments an encoder wrote (bulk strings, "$<n>\r\n<bytes>\r\n" each).
+std::vector<std::string> args_of(const arg_list& a) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < a.buf.size() && a.buf[at] == '$') {
+    auto eol = a.buf.find("\r\n", at);
+    auto n = static_cast<std::size_t>(std::stoul(a.buf.substr(at + 1, eol - at - 1)));
+    out.push_back(a.buf.substr(eol + 2, n));
+    at = eol + 2 + n + 2;
+  }
+  return out;
+}
+
+// A fair waiter that gives up takes its own allowance off the deadlines behind it: never
+// Redisson's 300000 for one it did not declare (the undo of a lost attempt passed 0, which became
+// 300000 and purged everyone behind it).
+TEST(protocols_test, a_fair_give_up_passes_the_waiters_own_allowance) {
+  const auto& fair = protocol_of(lock_kind::fair);
+  auto give_up = [&](long long allowance) {
+    arg_list a;
+    fair.encode_give_up(a, acquire_request{"n", "uuid:1", "", ms(30000), false, ms(allowance), true});
+    auto args = args_of(a);
+    EXPECT_EQ(args.size(), static_cast<std::size_t>(std::stoll(args.at(0)) + 1 + 4)) << "numkeys, keys, ARGV";
+    return args.at(5);  // numkeys, N, Q, Z, then ARGV[1] owner, ARGV[2] W
+  };
+  EXPECT_EQ(give_up(20000), "20000");
+  EXPECT_EQ(give_up(300000), "300000");
+  EXPECT_EQ(give_up(900000), "300000");
+  EXPECT_EQ(give_up(0), "0");
+}
 
 TEST(protocols_test, a_fair_waiter_hears_whether_it_is_behind_another) {
   const auto& fair = protocol_of(lock_kind::fair);
