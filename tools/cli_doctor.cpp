@@ -1005,6 +1005,7 @@ struct script_command {
 // path (src/lua/fair_cancel.lua, rw_read_release.lua, force_unlock.lua). Every other one is needed.
 const std::vector<std::pair<std::string, std::string>> can_do_without = {
     {"LPOS", "a fair waiter that gives up reads the whole queue to find itself (slower with long queues)"},
+    {"ZMSCORE", "a fair waiter that gives up reads the deadlines behind it one call each (slower with long queues)"},
     {"HRANDFIELD", "a read release checks the readers in turn, not one picked at random first (slower with many "
                    "readers)"},
     {"UNLINK", "a forced unlock deletes the lock with DEL (a lock of many fields blocks the server while it is "

@@ -262,7 +262,7 @@ class fair_protocol final : public lock_protocol {
   const lua_script* give_up_script() const override { return &lua::fair_cancel; }
   void encode_give_up(arg_list& a, const acquire_request& r) const override {
     a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
-    a.add(r.field).add(give_up_allowance_of(r)).add(channel(r.name)).add("publish");
+    a.add(r.field).add(give_up_allowance_of(r)).add(channel(r.name)).add("publish").add(epoch_ms());
   }
 
   const lua_script& renew_script() const override { return lua::renew; }

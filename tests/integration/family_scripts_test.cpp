@@ -104,8 +104,9 @@ struct ours {
     return eval(lua::fair_release, {name, queue, deadlines, latch_key.empty() ? latch() : latch_key},
                 {fair_channel, "publish", "30000", owner, str(expected), retry ? "1" : "0", "20000", str(peer::now_ms())});
   }
-  raw_reply fair_cancel(const std::string& owner, long long allowance) {
-    return eval(lua::fair_cancel, {name, queue, deadlines}, {owner, str(allowance), fair_channel, "publish"});
+  raw_reply fair_cancel(const std::string& owner, long long allowance, long long now = 0) {
+    return eval(lua::fair_cancel, {name, queue, deadlines},
+                {owner, str(allowance), fair_channel, "publish", str(now ? now : peer::now_ms())});
   }
   raw_reply read_acquire(const std::string& owner, long long lease) {
     return eval(lua::rw_read_acquire, {name}, {str(lease), owner});
@@ -564,6 +565,70 @@ TEST_F(family_scripts_test, fair_a_waiter_that_calls_again_keeps_its_place) {
   q = raw()({"LRANGE", o.queue, "0", "-1"});
   ASSERT_EQ(q.elements.size(), 1u);
   EXPECT_EQ(q.elements[0].str, b);
+}
+
+// A waiter that gives up takes its allowance W off the deadlines behind it, but not below now + W,
+// and never adds to one. Our waiters move their own deadline up to now + W on each call, so a
+// follower that had just called lost all of it: its deadline became the time of its last call, the
+// next call by anyone purged it, and it queued again at the tail.
+TEST_F(family_scripts_test, fair_a_waiter_that_gives_up_does_not_cut_a_live_follower_below_now) {
+  auto o = mine("f-floor");
+  const long long t = peer::now_ms();
+  const std::string holder = peer::new_client_id() + ":0";
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000, true, t).is_nil());
+  std::vector<std::string> ws;
+  for (int k = 0; k < 5; ++k) {
+    ws.push_back(peer::new_client_id() + ":" + str(k + 1));
+    ASSERT_FALSE(o.fair_acquire(ws.back(), 30000, 30000, true, t).is_nil());
+  }
+  // The leaver, and those behind it as their own calls left them: B and C called at t (W 30 s),
+  // D at t - 20 s, E far behind (Redisson's chain).
+  const std::vector<long long> set{t + 30000, t + 30000, t + 45000, t + 10000, t + 200000};
+  for (std::size_t k = 0; k < ws.size(); ++k) raw()({"ZADD", o.deadlines, str(set[k]), ws[k]});
+  EXPECT_EQ(o.fair_cancel(ws[0], 30000, t).integer, 1);
+  EXPECT_EQ(score(o.deadlines, ws[0]), -1);
+  EXPECT_EQ(score(o.deadlines, ws[1]), t + 30000) << "cut to the time of its last call";
+  EXPECT_EQ(score(o.deadlines, ws[2]), t + 30000) << "old - W is below now + W: now + W";
+  EXPECT_EQ(score(o.deadlines, ws[3]), t + 10000) << "within now + W: left as it is";
+  EXPECT_EQ(score(o.deadlines, ws[4]), t + 170000) << "far behind: W off, as Redisson";
+  // A newcomer's call half a second later purges nobody: B is still the head.
+  auto newcomer = peer::new_client_id() + ":9";
+  EXPECT_TRUE(waits_behind(o.fair_acquire(newcomer, 30000, 30000, true, t + 500)));
+  auto q = raw()({"LRANGE", o.queue, "0", "-1"});
+  ASSERT_EQ(q.elements.size(), 5u) << q;
+  EXPECT_EQ(q.elements[0].str, ws[1]);
+  EXPECT_EQ(q.elements[4].str, newcomer);
+  // A waiter queued without a deadline gets one in the past, as Redisson's ZINCRBY gives it.
+  raw()({"ZREM", o.deadlines, ws[4]});
+  EXPECT_EQ(o.fair_cancel(ws[3], 30000, t + 500).integer, 1);
+  EXPECT_EQ(score(o.deadlines, ws[4]), -30000);
+  // More than one batch of 256 behind the leaver: every deadline moves, by the same rule; also
+  // without ZMSCORE (a server before 6.2, or an ACL user refused it), one ZSCORE each.
+  for (bool zmscore : {true, false}) {
+    SCOPED_TRACE(zmscore ? "ZMSCORE" : "without ZMSCORE");
+    if (!zmscore) {
+      raw()({"ACL", "SETUSER", "default", "-zmscore"});
+      ASSERT_TRUE(raw()({"ZMSCORE", o.deadlines, "x"}).is_error());
+    }
+    raw()({"DEL", o.queue, o.deadlines});
+    std::vector<std::string> many;
+    std::vector<std::string> rpush{"RPUSH", o.queue}, zadd{"ZADD", o.deadlines};
+    for (int k = 0; k < 600; ++k) {
+      many.push_back(peer::new_client_id() + ":" + str(k));
+      rpush.push_back(many.back());
+      zadd.push_back(str(k % 2 == 0 ? t + 100000 + k : t + 40000));
+      zadd.push_back(many.back());
+    }
+    raw().command(rpush);
+    raw().command(zadd);
+    EXPECT_EQ(o.fair_cancel(many[0], 30000, t).integer, 1);
+    for (int k = 1; k < 600; ++k) {
+      EXPECT_EQ(score(o.deadlines, many[static_cast<std::size_t>(k)]), k % 2 == 0 ? t + 70000 + k : t + 30000) << k;
+    }
+    if (!zmscore) raw()({"ACL", "SETUSER", "default", "+zmscore"});
+  }
+  raw()({"DEL", o.queue, o.deadlines});
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
 }
 
 TEST_F(family_scripts_test, fair_testTryLockNonDelayed_try_once_leaves_the_queue_clean) {

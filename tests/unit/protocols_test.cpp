@@ -4,6 +4,7 @@
 // replies that no script sends.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -56,7 +57,11 @@ TEST(protocols_test, a_fair_give_up_passes_the_waiters_own_allowance) {
     arg_list a;
     fair.encode_give_up(a, acquire_request{"n", "uuid:1", "", ms(30000), false, ms(allowance), true});
     auto args = args_of(a);
-    EXPECT_EQ(args.size(), static_cast<std::size_t>(std::stoll(args.at(0)) + 1 + 4)) << "numkeys, keys, ARGV";
+    EXPECT_EQ(args.size(), static_cast<std::size_t>(std::stoll(args.at(0)) + 1 + 5)) << "numkeys, keys, ARGV";
+    // ARGV[5]: now, the client's epoch ms (fair_cancel's floor, as fair_acquire's ARGV[4]).
+    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_NEAR(static_cast<double>(std::stoll(args.at(8))), static_cast<double>(now), 5000.0);
     return args.at(5);  // numkeys, N, Q, Z, then ARGV[1] owner, ARGV[2] W
   };
   EXPECT_EQ(give_up(20000), "20000");
