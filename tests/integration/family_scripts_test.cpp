@@ -816,6 +816,40 @@ TEST_F(family_scripts_test, rw_testWriteReadReentrancy_upgrade_is_refused_at_onc
   EXPECT_EQ(raw()({"HGET", "r4", me + ":write"}).str, "2");
 }
 
+// An upgrade is refused only while the owner's read is alive (one of its timeout keys): a reader
+// field whose fixed lease ran out stays in the hash while other readers keep it, and holds nothing.
+// WOULD_DEADLOCK there failed the owner's write at once, for as long as other readers came and went,
+// where it only had to wait for them.
+TEST_F(family_scripts_test, rw_an_expired_read_is_no_upgrade_only_contention) {
+  auto o = mine("r4z");
+  const std::string me = peer::new_client_id() + ":1", other = peer::new_client_id() + ":2";
+  ASSERT_TRUE(o.read_acquire(me, 200).is_nil());
+  ASSERT_TRUE(o.read_acquire(other, 60000).is_nil());
+  ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", o.timeout_key(me, 1)}).integer == 0; }));
+  EXPECT_EQ(raw()({"HGET", "r4z", me}).str, "1");  // the field stays
+  auto r = o.write_acquire(me, 30000);
+  ASSERT_TRUE(r.is_integer()) << r;  // contention: wait for the other reader
+  EXPECT_GT(r.integer, 50000);
+  // A live level above an expired one is still a read held: refused at once.
+  ASSERT_TRUE(o.read_acquire(me, 60000).is_nil());  // level 2
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_status() && r.str == "WOULD_DEADLOCK") << r;
+  EXPECT_EQ(o.read_release(me, 2).integer, 0);  // level 2 goes; level 1 had ended
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_integer()) << r;
+  // The other reader leaves: no live reader is left, the hash goes, and the owner's write gets in.
+  EXPECT_EQ(o.read_release(other).integer, 1);
+  EXPECT_TRUE(o.write_acquire(me, 30000).is_nil());
+  // A read count that is no number holds no level either.
+  EXPECT_EQ(o.write_release(me).integer, 1);
+  raw()({"HSET", "r4z", "mode", "read", me, "junk", other, "1"});
+  raw()({"SET", o.timeout_key(other, 1), "1", "PX", "60000"});
+  raw()({"PEXPIRE", "r4z", "60000"});
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_integer()) << r;
+  raw()({"DEL", "r4z", o.timeout_key(other, 1)});
+}
+
 TEST_F(family_scripts_test, rw_testMultiInstanceReadLockZombieCleanup_read_unlock_deletes_the_hash) {
   for (bool java_zombie : {true, false}) {
     const std::string name = java_zombie ? "r5j" : "r5";
