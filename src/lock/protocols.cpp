@@ -289,6 +289,10 @@ class rw_protocol : public lock_protocol {
   bool per_attempt_id() const override { return false; }
   bool keyspace_wake() const override { return false; }
   bool release_needs_hold() const override { return false; }
+  // Redisson's downgrade (a write unlock that leaves reads) publishes nothing, nor does its
+  // delete(), and a "0" wakes one local waiter of several: a waiter re-checks every poll cap rather
+  // than sleep out the holder's whole PTTL.
+  bool poll_capped() const override { return true; }
   lost_reason not_held_reason() const override { return lost_reason::deleted; }
 
   // Fenced: a second key, `redlease_rwlock_token:{name}`, one sequence for readers and writers.

@@ -95,6 +95,15 @@ TEST(protocols_test, a_fair_grant_is_nil_or_a_token) {
   EXPECT_FALSE(fenced.behind);
 }
 
+// Waiters that Redisson may never wake (its silent downgrade, a fair waiter's give-up, delete())
+// re-check at the poll cap; the reentrant lock's do not need to (every release publishes).
+TEST(protocols_test, fair_and_read_write_waiters_are_poll_capped) {
+  EXPECT_TRUE(protocol_of(lock_kind::fair).poll_capped());
+  EXPECT_TRUE(protocol_of(lock_kind::read).poll_capped());
+  EXPECT_TRUE(protocol_of(lock_kind::write).poll_capped());
+  EXPECT_FALSE(protocol_of(lock_kind::reentrant).poll_capped());
+}
+
 TEST(protocols_test, replies_no_script_sends_are_bad) {
   const auto& fair = protocol_of(lock_kind::fair);
   for (const reply& r : {array({}), array({integer(1), integer(2)}), array({bulk("7")}), bulk("0"), bulk("x7"),
