@@ -29,9 +29,9 @@
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
 -- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
--- grant with an error before the grant writes anything (a purge of dead waiters before it stands);
--- only a grant takes a token.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number, or whose
+-- next token would be 2^53 or more, fails the grant with an error before the grant writes anything
+-- (a purge of dead waiters before it stands); only a grant takes a token.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
