@@ -631,6 +631,27 @@ TEST_F(family_scripts_test, fair_a_waiter_that_gives_up_does_not_cut_a_live_foll
   EXPECT_EQ(o.fair_release(holder).integer, 1);
 }
 
+// A try-once call (enqueue "0", W 300000) by an owner whose earlier give-up was lost finds its old
+// entry: it leaves its deadline as it is. It moved it to now + 300 s, and once that entry reached
+// the head it blocked everyone behind it for five minutes.
+TEST_F(family_scripts_test, fair_a_try_once_call_does_not_rearm_a_leftover_entry) {
+  auto o = mine("f-once");
+  const std::string holder = peer::new_client_id() + ":0", stale = peer::new_client_id() + ":1";
+  const long long t = peer::now_ms();
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000, true, t).is_nil());
+  ASSERT_TRUE(waits_at_head(o.fair_acquire(stale, 30000, 1000, true, t)));  // queued; its give-up is lost
+  const long long before = score(o.deadlines, stale);
+  ASSERT_GT(before, t);
+  auto r = o.fair_acquire(stale, 30000, peer::fair_lock_wait_timeout, false, t + 5000);  // try_lock(0)
+  ASSERT_TRUE(r.is_integer()) << r;
+  EXPECT_EQ(score(o.deadlines, stale), before) << "re-armed to now + 300 s";
+  // A call that queues still moves its own deadline up.
+  EXPECT_TRUE(waits_at_head(o.fair_acquire(stale, 30000, 1000, true, before)));
+  EXPECT_EQ(score(o.deadlines, stale), before + 1000);
+  EXPECT_EQ(o.fair_cancel(stale, 1000).integer, 1);
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+}
+
 TEST_F(family_scripts_test, fair_testTryLockNonDelayed_try_once_leaves_the_queue_clean) {
   auto o = mine("f7");
   auto j = java();
