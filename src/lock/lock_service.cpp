@@ -666,9 +666,11 @@ void lock_service::leave_channels(waiter& w) {
 void lock_service::wake(channel_entry& ch, bool all) {
   if (ch.waiters.empty()) ch.missed = true;
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
+  // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
+  // and it will not try again: a "0" it took would be lost to the waiters behind it.
   std::vector<std::shared_ptr<waiter>> targets;
   for (auto* w : ch.waiters) {
-    if (w->finished) continue;
+    if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
     if (!all) break;
   }
