@@ -925,6 +925,33 @@ TEST_F(family_scripts_test, rw_read_release_finds_a_live_reader_behind_crashed_o
   EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
 }
 
+// A hash whose mode is neither "read" nor "write" is no read-write lock: both acquires refuse it
+// with WRONGTYPE, and so does the read release, which changes nothing. It took the hash for one in
+// read mode, found no live reader, deleted it whole and said "freed".
+TEST_F(family_scripts_test, rw_read_release_refuses_a_mode_that_is_neither_read_nor_write) {
+  auto o = mine("r-bogus");
+  const std::string me = peer::new_client_id() + ":1";
+  raw()({"HSET", "r-bogus", "mode", "bogus", me, "1", "other", "x"});
+  raw()({"PEXPIRE", "r-bogus", "60000"});
+  auto before = raw()({"DUMP", "r-bogus"}).str;
+  auto rec = record({o.rw_channel});
+  for (const char* retry : {"0", "1"}) {
+    const std::string latch = o.latch();
+    auto r = raw()({"EVAL", std::string(lua::rw_read_release.body), "2", "r-bogus", latch, o.rw_channel, "publish", me,
+                    "1", retry, "20000"});
+    ASSERT_TRUE(r.is_error()) << r;
+    EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+    EXPECT_EQ(raw()({"DUMP", "r-bogus"}).str, before) << "changed";
+    EXPECT_EQ(raw()({"EXISTS", latch}).integer, 0);
+  }
+  EXPECT_TRUE(rec.drain().empty());
+  for (auto* acquire : {&lua::rw_read_acquire, &lua::rw_write_acquire}) {
+    auto r = raw()({"EVAL", std::string(acquire->body), "1", "r-bogus", "30000", me});
+    EXPECT_TRUE(r.is_error() && r.str.rfind("WRONGTYPE", 0) == 0) << acquire->name << ": " << r;
+  }
+  raw()({"DEL", "r-bogus"});
+}
+
 TEST_F(family_scripts_test, rw_testReadLockLeaseTimeoutDiffThreadsRRW_and_testName_timeout_keys_interoperate) {
   for (std::string name : {std::string("r6"), std::string("{test}:abc:key")}) {
     auto o = mine(name);
