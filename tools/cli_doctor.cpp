@@ -1174,9 +1174,12 @@ struct script_command {
 };
 
 // The script commands the scripts can do without: they check the call's error and take a slower
-// path (src/lua/fair_cancel.lua, rw_read_release.lua, force_unlock.lua). Every other one is needed.
+// path (src/lua/fair_cancel.lua, rw_read_release.lua, force_unlock.lua, include/make_fencing_token.lua).
+// Every other one is needed.
 const std::vector<std::pair<std::string, std::string>> can_do_without = {
     {"LPOS", "a fair waiter that gives up reads the whole queue to find itself (slower with long queues)"},
+    {"ZMSCORE", "a fair waiter that gives up reads the deadlines behind it one call each (slower with long queues)"},
+    {"DECR", "a grant refused for a fencing token key at 2^53 or more leaves that key one larger"},
     {"HRANDFIELD", "a read release checks the readers in turn, not one picked at random first (slower with many "
                    "readers)"},
     {"UNLINK", "a forced unlock deletes the lock with DEL (a lock of many fields blocks the server while it is "

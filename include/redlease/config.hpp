@@ -165,7 +165,8 @@ struct config {
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
   /// this often. Not used while keyspace notifications deliver the key's del/expired events. The
   /// head of a fair lock's queue re-checks this often too; a waiter behind it every ten of these,
-  /// at most a third of its queue allowance and of its lease (docs/lock-kinds.md).
+  /// at most a third of its queue allowance and of its lease (docs/lock-kinds.md). So does a waiter
+  /// for either side of a read-write lock (Redisson's downgrade and delete() publish nothing).
   std::chrono::milliseconds mutex_poll_cap{100};
   /// How long a waiter queued for a fair lock keeps its place after each of its calls: the
   /// allowance it declares in the queue (Redisson's `fairLockWaitTimeout`, 300 s), or its own wait

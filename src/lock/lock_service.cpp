@@ -82,6 +82,16 @@ class level_stack {
   std::size_t n_ = 0;
 };
 
+// The lease the first `n` levels of a hold keep on the server once the others are given back: the
+// watchdog's when any of them is renewed by it (or there is none), else the latest one's fixed lease
+// (Redisson's: each acquisition sets the lease, each unlock of a re-entered hold its internal lease).
+static ms lease_of_levels(const level_stack& levels, std::size_t n, ms watchdog) {
+  if (n == 0) return watchdog;
+  for (std::size_t i = 0; i < n; ++i)
+    if (!levels[i]) return watchdog;
+  return *levels[n - 1];
+}
+
 struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_service::hold> {
   std::string name;
   owner_id owner = 0;
@@ -255,7 +265,7 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
       // A grant the replicas did not confirm would not survive a failover: give it back (in order,
       // before any retry), then report it.
       std::string words = error_text_slot();
-      return undo_acquire(w->name, w->kind, w->owner, w->id, [h = std::move(h), sent, words = std::move(words)]() mutable {
+      return undo_acquire(*w, [h = std::move(h), sent, words = std::move(words)]() mutable {
         scoped_error_text scope(std::move(words));
         h(errc::not_replicated, std::nullopt, 0, sent);
       });
@@ -274,8 +284,11 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
 // connection, so it runs after it; and it must run before the waiter's next attempt, which is
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
-void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                                unique_function<void()> then) {
+void lock_service::undo_acquire(const waiter& w, unique_function<void()> then) {
+  const std::string& name = w.name;
+  const lock_kind kind = w.kind;
+  const owner_id owner = w.owner;
+  const std::string& id = w.id;
   auto done = [then = std::move(then)](std::error_code, reply) mutable {
     if (then) then();
   };
@@ -287,17 +300,23 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.id = id;
   auto request = random_token();
   u.request = request;
+  // The levels known before the lost grant keep their lease (as release_hold gives it): an outer
+  // fixed lease of ten minutes must not come back as the watchdog's 30 s, which nothing renews.
+  const bool known = h && !h->lost;
   u.remaining_lease = c_.cfg().watchdog_timeout;
-  u.expected = ((h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0) + 1;
+  if (known) u.remaining_lease = lease_of_levels(h->levels, h->levels.size(), u.remaining_lease);
+  u.expected = (known ? static_cast<long long>(h->levels.size()) : 0) + 1;
   u.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_undo(a, u);
-  if (const lua_script* g = proto.give_up_script()) {
+  const lua_script* g = proto.give_up_script();
+  if (g != nullptr && w.queue) {
     // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
-    // order, after the undo.
+    // order, after the undo, with the allowance it queued with (the deadlines behind it lose that
+    // much, no more). A single attempt (w.queue false) never queues: nothing to leave.
     c_.exec_script(name, proto.undo_script(), std::move(a), [](std::error_code, reply) {}, false, true);
     arg_list b;
-    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, ms(0), true});
+    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, w.allowance, true});
     return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
   }
   c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
@@ -308,7 +327,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
 // It is undone (in order, before the next attempt) and treated as contention.
 bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
   if (clock::now() < sent + w.lease.value_or(c_.cfg().watchdog_timeout)) return false;
-  undo_acquire(w.name, w.kind, w.owner, w.id);
+  undo_acquire(w);
   return true;
 }
 
@@ -375,7 +394,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
@@ -647,9 +666,11 @@ void lock_service::leave_channels(waiter& w) {
 void lock_service::wake(channel_entry& ch, bool all) {
   if (ch.waiters.empty()) ch.missed = true;
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
+  // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
+  // and it will not try again: a "0" it took would be lost to the waiters behind it.
   std::vector<std::shared_ptr<waiter>> targets;
   for (auto* w : ch.waiters) {
-    if (w->finished) continue;
+    if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
     if (!all) break;
   }
@@ -700,7 +721,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
@@ -742,7 +763,7 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
     return true;
   }
   // Completes once the grant is given back, so that the caller never sees the lock still held.
-  undo_acquire(w->name, w->kind, w->owner, w->id,
+  undo_acquire(*w,
                [this, w] { finish_waiter(w, closed_ ? errc::client_closed : errc::operation_aborted, false); });
   return true;
 }
@@ -868,11 +889,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
                                 int attempt_no, long long expected, std::string request, void_handler done) {
   // The lease the remaining holds keep if this is not the last one.
   ms lease = c_.cfg().watchdog_timeout;
-  if (h && h->levels.size() > 1) {
-    bool wd = false;
-    for (std::size_t i = 0; i + 1 < h->levels.size(); ++i) wd = wd || !h->levels[i];
-    if (!wd && h->levels[h->levels.size() - 2]) lease = *h->levels[h->levels.size() - 2];
-  }
+  if (h && h->levels.size() > 1) lease = lease_of_levels(h->levels, h->levels.size() - 1, lease);
   release_request q;
   q.name = name;
   q.field = scratch_field(owner);

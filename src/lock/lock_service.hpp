@@ -121,8 +121,7 @@ class lock_service {
   ms queue_allowance(std::optional<ms> wait) const;
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
-  void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                    unique_function<void()> then = nullptr);
+  void undo_acquire(const waiter& w, unique_function<void()> then = nullptr);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);

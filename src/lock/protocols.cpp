@@ -3,6 +3,7 @@
 // owner fields and hold counts) and the SET NX PX mutex (a string holding a random token).
 #include <openssl/evp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <charconv>
 
@@ -209,6 +210,13 @@ long long allowance_of(const acquire_request& r) {
   return r.allowance.count() > 0 && r.allowance < ms(300000) ? r.allowance.count() : 300000;
 }
 
+// The allowance a waiter that gives up takes off the deadlines of those behind it: the one it
+// queued with, never more than Redisson's 300 s. An unknown one (0) moves nobody: 300000 there
+// would push every deadline behind it five minutes into the past (Redisson's async bug 4).
+long long give_up_allowance_of(const acquire_request& r) {
+  return std::clamp<long long>(r.allowance.count(), 0, 300000);
+}
+
 class fair_protocol final : public lock_protocol {
  public:
   std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
@@ -254,7 +262,7 @@ class fair_protocol final : public lock_protocol {
   const lua_script* give_up_script() const override { return &lua::fair_cancel; }
   void encode_give_up(arg_list& a, const acquire_request& r) const override {
     a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
-    a.add(r.field).add(allowance_of(r)).add(channel(r.name)).add("publish");
+    a.add(r.field).add(give_up_allowance_of(r)).add(channel(r.name)).add("publish").add(epoch_ms());
   }
 
   const lua_script& renew_script() const override { return lua::renew; }
@@ -281,6 +289,10 @@ class rw_protocol : public lock_protocol {
   bool per_attempt_id() const override { return false; }
   bool keyspace_wake() const override { return false; }
   bool release_needs_hold() const override { return false; }
+  // Redisson's downgrade (a write unlock that leaves reads) publishes nothing, nor does its
+  // delete(), and a "0" wakes one local waiter of several: a waiter re-checks every poll cap rather
+  // than sleep out the holder's whole PTTL.
+  bool poll_capped() const override { return true; }
   lost_reason not_held_reason() const override { return lost_reason::deleted; }
 
   // Fenced: a second key, `redlease_rwlock_token:{name}`, one sequence for readers and writers.

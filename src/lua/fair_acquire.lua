@@ -19,7 +19,9 @@
 --
 -- Same keys, values and deadline arithmetic as Redisson, except (see docs/lock-kinds.md):
 -- * the caller is never purged by its own call (it is alive), and a queued caller's deadline is moved
---   up to now + W when it calls again, so a live waiter does not lose its place (Redisson #3004);
+--   up to now + W when it calls again to queue (ARGV[5] "1"), so a live waiter does not lose its place
+--   (Redisson #3004); a try-once call leaves an entry it finds (one whose give-up was lost) as it is:
+--   its W is 300000, and re-arming would block everyone behind that entry for five minutes;
 -- * the deadlines of the others are shortened only when the acquirer came out of the queue, and
 --   not below now + lease (Redisson shortens them by any acquirer's W, even one never queued);
 -- * a head without a deadline counts as dead (Redisson stops there and the queue stalls);
@@ -29,9 +31,9 @@
 --   waits until that head's deadline (Redisson answers 0 and Java spins).
 -- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
--- grant with an error before the grant writes anything (a purge of dead waiters before it stands);
--- only a grant takes a token.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number, or whose
+-- next token would be 2^53 or more, fails the grant with an error before the grant writes anything
+-- (a purge of dead waiters before it stands); only a grant takes a token.
 local pub = string.lower(ARGV[7])
 if pub ~= 'publish' and pub ~= 'spublish' then
   return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
@@ -117,7 +119,9 @@ end
 
 local mine = redis.call('zscore', deadlines, me)
 if mine then
-  if tonumber(mine) < now + allowance then redis.call('zadd', deadlines, string.format('%d', now + allowance), me) end
+  if ARGV[5] == '1' and tonumber(mine) < now + allowance then
+    redis.call('zadd', deadlines, string.format('%d', now + allowance), me)
+  end
   return queued_reply()
 end
 if ARGV[5] ~= '1' then return bound() end

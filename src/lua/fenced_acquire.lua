@@ -2,7 +2,8 @@
 -- KEYS[1] lock name (hash: owner field -> hold count), KEYS[2] token key (redisson_lock_token:{name})
 -- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
 -- A token key that does not hold an integer fails the grant before anything is written: INCR's
--- error with the key's name (make_fencing_token.lua, which every kind's grant uses).
+-- error with the key's name (make_fencing_token.lua, which every kind's grant uses); so does one
+-- whose next token would be 2^53 or more (the key is left as it was).
 -- Returns the token (a bulk string of decimal digits) when acquired (or re-entered), else the lock's
 -- PTTL in ms (-1: no expiry).
 --

@@ -14,8 +14,9 @@
 -- taken over.
 -- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
--- starts from the server's clock with a 7-day TTL). A token key that does not hold a number fails the
--- grant with an error before the grant writes anything; only a grant takes a token.
+-- starts from the server's clock with a 7-day TTL). A token key that does not hold a number, or whose
+-- next token would be 2^53 or more, fails the grant with an error before the grant writes anything;
+-- only a grant takes a token.
 -- A mode field that holds neither "read" nor "write" fails with WRONGTYPE (nothing written): no kind
 -- can take or free such a hash, and Redisson's scripts would wait on it until its TTL, or forever.
 local name = KEYS[1]

@@ -18,6 +18,9 @@
 -- out the rest of the hash's TTL (at most a lease) instead of the longest crashed reader's.
 -- Unlike Redisson: no message and no latch "1" when the lock is gone (nil, not success); under a
 -- write (the owner's own downgraded reads) the writer's TTL is left alone.
+-- A mode field that holds neither "read" nor "write" fails with WRONGTYPE, as both acquires do, and
+-- nothing is changed (no latch either): such a hash is no read-write lock, and the release would
+-- otherwise take it for one in read mode and could delete it whole.
 local latched = redis.call('get', KEYS[2])
 if latched then
   if latched == '-1' then return nil end
@@ -34,6 +37,9 @@ local name, me = KEYS[1], ARGV[3]
 local result = nil
 local state = redis.call('hmget', name, 'mode', me)
 local mode, count = state[1], state[2]
+if mode ~= false and mode ~= 'read' and mode ~= 'write' then
+  return redis.error_reply("WRONGTYPE the hash's mode field holds neither 'read' nor 'write': not a read-write lock")
+end
 local count_text = count  -- as stored: the timeout key's suffix, without printf (see rw_read_acquire)
 if mode ~= false and count ~= false then
   count = tonumber(count)

@@ -12,6 +12,11 @@
 -- Unlike Redisson: the downgrade (mode flips to read) publishes, so waiting readers come in at once,
 -- and the hash's TTL is then taken from the remaining reads' timeout keys (deleted if none is
 -- alive), not kept at the writer's; no message and no latch "1" when the lock is gone (nil).
+-- A release that leaves write holds sets the TTL to ARGV[3], but never below the owner's own read
+-- levels taken under the write (a downgrade's reads): the longest of ARGV[3] and their timeout keys'
+-- PTTLs, or, when those levels cannot be counted (a field that is no count from 1 to max_levels),
+-- never shorter than the TTL the hash has. Redisson sets ARGV[3] alone, and a read with a longer
+-- lease then outlives the hash: another writer gets in while it is held.
 local latched = redis.call('get', KEYS[2])
 if latched then
   if latched == '-1' then return nil end
@@ -28,14 +33,33 @@ local writer = me .. ':write'
 
 local result = nil
 local count = false
-if redis.call('hget', name, 'mode') == 'write' then count = redis.call('hget', name, writer) end
+-- One call for the mode, the write count and the owner's own read count.
+local state = redis.call('hmget', name, 'mode', writer, me)
+if state[1] == 'write' then count = state[2] end
 if count ~= false then
   local n = tonumber(count)
   if ARGV[6] == '1' and n == tonumber(ARGV[5]) - 1 then
     result = 0
   elseif n and n > 1 and string.format('%d', n) == count then
     redis.call('hincrby', name, writer, -1)
-    redis.call('pexpire', name, ARGV[3])
+    local lease = ARGV[3]
+    local reads = state[3]
+    if reads then
+      -- The owner's reads under its write: the hash must outlive each of their timeout keys.
+      local ttl = tonumber(lease)
+      local r = tonumber(reads)
+      if r and r >= 1 and r <= max_levels and r == math.floor(r) then
+        for j = r, 1, -1 do
+          local t = redis.call('pttl', timeout_key(me, string.format('%d', j)))
+          if t > ttl then ttl = t end
+        end
+      else
+        local t = redis.call('pttl', name)
+        if t == -1 then ttl = nil elseif t > ttl then ttl = t end
+      end
+      lease = ttl and string.format('%d', ttl)
+    end
+    if lease then redis.call('pexpire', name, lease) end
     result = 0
   else
     -- The last level, or a count that is no whole number (release.lua).

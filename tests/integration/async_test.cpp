@@ -170,6 +170,74 @@ TEST_F(async_test, cancellation_with_an_attempt_on_the_wire_releases_its_grant_f
   }
 }
 
+// An unlock message ("0") wakes one local waiter. A waiter cancelled while its attempt was on the
+// wire is not finished until that attempt answers, and a message that came meanwhile went to it
+// and was lost: the waiter behind it slept until the holder's TTL (here a minute; for ever for a
+// key without one). A cancelled waiter is passed over.
+TEST_F(async_test, an_unlock_message_is_not_lost_to_a_waiter_cancelled_with_its_attempt_on_the_wire) {
+  const std::string name = "cancel:wake";
+  const std::string channel = "redisson_lock__channel:{" + name + "}";
+  // Before the client: its completions (the one at its close too) must find them alive.
+  asio::cancellation_signal sig;
+  std::promise<std::error_code> first_done;
+  std::promise<std::error_code> second_done;
+  auto first_result = first_done.get_future();
+  auto second_result = second_done.get_future();
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;   // the held reply must not time out
+  conf.health_check_interval = 0ms;
+  client c{conf};
+  const std::uint64_t command_connection = 0;  // the first the proxy accepted
+  client h{cfg()};
+  auto held = h.lock(name);
+  held.lock(60000ms);  // the waiters' bound: a minute
+  auto l = c.lock(name);
+  const owner_id first = c.new_owner(), second = c.new_owner();
+  auto on_executor = [&](auto f) {
+    std::promise<void> ran;
+    asio::post(c.get_executor(), [&] {
+      f();
+      ran.set_value();
+    });
+    ran.get_future().wait();
+  };
+  // Nothing outstanding on the command connection, and every handler of its replies has run.
+  auto settled = [&] {
+    EXPECT_TRUE(eventually([&] { return c.stats().commands == c.stats().replies; }));
+    on_executor([] {});
+  };
+  l.async_lock(first, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec) { first_done.set_value(ec); }));
+  ASSERT_TRUE(eventually([&] { return subscribers(channel) == 1; }));
+  settled();  // it tried again once subscribed, and sleeps
+  auto replies = c.stats().replies;
+  l.async_lock(second, [&](std::error_code ec) { second_done.set_value(ec); });
+  ASSERT_TRUE(eventually([&] { return c.stats().replies > replies; }));
+  settled();  // the second waits behind the first on the same channel
+
+  // A message wakes the first; its attempt goes out and the reply is held.
+  proxy.hold_replies(command_connection, true);
+  auto sent = c.stats().commands;
+  raw()({"PUBLISH", channel, "0"});
+  ASSERT_TRUE(eventually([&] { return c.stats().commands > sent; }, 2000ms)) << "the first waiter did not try";
+  on_executor([&] { sig.emit(asio::cancellation_type::terminal); });  // cancelled, attempt on the wire
+  EXPECT_EQ(first_result.wait_for(0s), std::future_status::timeout);
+  // The holder unlocks: "0" must reach the second waiter.
+  sent = c.stats().commands;
+  held.unlock();
+  EXPECT_TRUE(eventually([&] { return c.stats().commands > sent; }, 2000ms)) << "the second waiter did not try";
+  proxy.hold_replies(command_connection, false);
+  ASSERT_EQ(second_result.wait_for(3s), std::future_status::ready) << "the unlock message was lost";
+  EXPECT_FALSE(second_result.get());
+  ASSERT_EQ(first_result.wait_for(3s), std::future_status::ready);
+  EXPECT_EQ(first_result.get(), errc::operation_aborted);
+  EXPECT_TRUE(l.valid(second));
+  EXPECT_FALSE(l.valid(first));
+  l.async_unlock(second, asio::use_future).get();
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 // The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer
 // wins, the acquisition is cancelled, and nothing is left held.
 TEST_F(async_test, awaitable_operators_race_an_acquisition_against_a_timer) {

@@ -280,6 +280,63 @@ TEST_F(fair_lock_test, a_waiter_that_becomes_the_head_without_a_message_still_ge
   std::cout << "[ fair ] the silent new head got the lock " << took.load() << " ms after the old one left\n";
 }
 
+// An attempt whose reply never came is undone: the release in retry mode, then the give-up of the
+// place in the queue it may have taken. That give-up took Redisson's 300000 off every deadline
+// behind the waiter instead of the waiter's own allowance, and the next call purged them all: here
+// a Redisson waiter queued behind ours lost its place to it (FIFO lost; Redisson's bug 4).
+TEST_F(fair_lock_test, the_undo_of_a_lost_attempt_leaves_the_queue_with_the_waiters_own_allowance) {
+  const std::string name = "fair:undo";
+  const std::string queue = "redisson_lock_queue:{" + name + "}", deadlines = "redisson_lock_timeout:{" + name + "}";
+  auto score = [&](const std::string& who) {
+    auto r = raw()({"ZSCORE", deadlines, who});
+    return r.is_nil() ? -1LL : std::stoll(r.str);
+  };
+  auto members = [&] {
+    std::vector<std::string> out;
+    for (auto& e : raw()({"LRANGE", queue, "0", "-1"}).elements) out.push_back(e.str);
+    return out;
+  };
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock();
+  fault_proxy proxy(server().port());
+  config ac = cfg();
+  ac.port = proxy.port();
+  ac.health_check_interval = 0ms;  // no PING replies: the next reply from the server is an attempt's
+  client a(ac);
+  auto al = a.fair_lock(name);
+  const owner_id ao = a.new_owner();
+  const std::string ours = a.id() + ":" + std::to_string(ao);
+  std::promise<bool> a_done;
+  al.async_try_lock(ao, 20000ms, [&](std::error_code ec, bool got) { a_done.set_value(!ec && got); });  // W 20 s
+  ASSERT_TRUE(eventually([&] {
+    auto n = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{" + name + "}:" + ours});
+    return queued(name) == 1 && n.elements.size() == 2 && n.elements[1].integer == 1;
+  }));
+  redisson_peer peer(server().host(), server().port());
+  const std::string java = peer.owner(1);
+  ASSERT_TRUE(peer.fair_acquire_queueing(name, java, 30000, 60000).is_integer());  // behind ours, W 60 s
+  const long long before = score(java);
+  ASSERT_GT(before, 0);
+  proxy.lose_next_reply();
+  ASSERT_TRUE(proxy.wait_for([&] { return proxy.replies_lost() == 1; }, 5000ms));
+  // Ours left the queue (the undo) and joined it again, at the tail.
+  EXPECT_TRUE(eventually([&] { return members() == std::vector<std::string>{java, ours}; }))
+      << "queue: " << raw()({"LRANGE", queue, "0", "-1"}) << ", the Redisson waiter's deadline " << score(java)
+      << " (was " << before << ")";
+  EXPECT_EQ(score(java), before - 20000) << "the deadline behind moves up by our allowance, 20 s";
+  // Done: the Redisson waiter leaves, ours is handed the lock.
+  peer.fair_acquire_failed(name, java, 60000);
+  h.unlock();
+  auto f = a_done.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  std::promise<void> unlocked;
+  al.async_unlock(ao, [&](std::error_code) { unlocked.set_value(); });
+  unlocked.get_future().wait();
+  EXPECT_EQ(raw()({"EXISTS", name, queue, deadlines}).integer, 0);
+}
+
 TEST_F(fair_lock_test, the_watchdog_renews_a_fair_lock_and_its_tokens_continue_the_reentrant_sequence) {
   client c(cfg(1500ms));  // renewed every 500 ms
   auto l = c.fair_lock("fair:wd");

@@ -104,8 +104,9 @@ struct ours {
     return eval(lua::fair_release, {name, queue, deadlines, latch_key.empty() ? latch() : latch_key},
                 {fair_channel, "publish", "30000", owner, str(expected), retry ? "1" : "0", "20000", str(peer::now_ms())});
   }
-  raw_reply fair_cancel(const std::string& owner, long long allowance) {
-    return eval(lua::fair_cancel, {name, queue, deadlines}, {owner, str(allowance), fair_channel, "publish"});
+  raw_reply fair_cancel(const std::string& owner, long long allowance, long long now = 0) {
+    return eval(lua::fair_cancel, {name, queue, deadlines},
+                {owner, str(allowance), fair_channel, "publish", str(now ? now : peer::now_ms())});
   }
   raw_reply read_acquire(const std::string& owner, long long lease) {
     return eval(lua::rw_read_acquire, {name}, {str(lease), owner});
@@ -116,9 +117,9 @@ struct ours {
   raw_reply read_release(const std::string& owner, long long expected = 1) {
     return eval(lua::rw_read_release, {name, latch()}, {rw_channel, "publish", owner, str(expected), "0", "20000"});
   }
-  raw_reply write_release(const std::string& owner, long long expected = 1) {
+  raw_reply write_release(const std::string& owner, long long expected = 1, long long lease = 30000) {
     return eval(lua::rw_write_release, {name, latch()},
-                {rw_channel, "publish", "30000", owner, str(expected), "0", "20000"});
+                {rw_channel, "publish", str(lease), owner, str(expected), "0", "20000"});
   }
   std::string timeout_key(const std::string& owner, int level) {
     return peer::suffix_name(name, owner) + ":rwlock_timeout:" + str(level);
@@ -566,6 +567,91 @@ TEST_F(family_scripts_test, fair_a_waiter_that_calls_again_keeps_its_place) {
   EXPECT_EQ(q.elements[0].str, b);
 }
 
+// A waiter that gives up takes its allowance W off the deadlines behind it, but not below now + W,
+// and never adds to one. Our waiters move their own deadline up to now + W on each call, so a
+// follower that had just called lost all of it: its deadline became the time of its last call, the
+// next call by anyone purged it, and it queued again at the tail.
+TEST_F(family_scripts_test, fair_a_waiter_that_gives_up_does_not_cut_a_live_follower_below_now) {
+  auto o = mine("f-floor");
+  const long long t = peer::now_ms();
+  const std::string holder = peer::new_client_id() + ":0";
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000, true, t).is_nil());
+  std::vector<std::string> ws;
+  for (int k = 0; k < 5; ++k) {
+    ws.push_back(peer::new_client_id() + ":" + str(k + 1));
+    ASSERT_FALSE(o.fair_acquire(ws.back(), 30000, 30000, true, t).is_nil());
+  }
+  // The leaver, and those behind it as their own calls left them: B and C called at t (W 30 s),
+  // D at t - 20 s, E far behind (Redisson's chain).
+  const std::vector<long long> set{t + 30000, t + 30000, t + 45000, t + 10000, t + 200000};
+  for (std::size_t k = 0; k < ws.size(); ++k) raw()({"ZADD", o.deadlines, str(set[k]), ws[k]});
+  EXPECT_EQ(o.fair_cancel(ws[0], 30000, t).integer, 1);
+  EXPECT_EQ(score(o.deadlines, ws[0]), -1);
+  EXPECT_EQ(score(o.deadlines, ws[1]), t + 30000) << "cut to the time of its last call";
+  EXPECT_EQ(score(o.deadlines, ws[2]), t + 30000) << "old - W is below now + W: now + W";
+  EXPECT_EQ(score(o.deadlines, ws[3]), t + 10000) << "within now + W: left as it is";
+  EXPECT_EQ(score(o.deadlines, ws[4]), t + 170000) << "far behind: W off, as Redisson";
+  // A newcomer's call half a second later purges nobody: B is still the head.
+  auto newcomer = peer::new_client_id() + ":9";
+  EXPECT_TRUE(waits_behind(o.fair_acquire(newcomer, 30000, 30000, true, t + 500)));
+  auto q = raw()({"LRANGE", o.queue, "0", "-1"});
+  ASSERT_EQ(q.elements.size(), 5u) << q;
+  EXPECT_EQ(q.elements[0].str, ws[1]);
+  EXPECT_EQ(q.elements[4].str, newcomer);
+  // A waiter queued without a deadline gets one in the past, as Redisson's ZINCRBY gives it.
+  raw()({"ZREM", o.deadlines, ws[4]});
+  EXPECT_EQ(o.fair_cancel(ws[3], 30000, t + 500).integer, 1);
+  EXPECT_EQ(score(o.deadlines, ws[4]), -30000);
+  // More than one batch of 256 behind the leaver: every deadline moves, by the same rule; also
+  // without ZMSCORE (a server before 6.2, or an ACL user refused it), one ZSCORE each.
+  for (bool zmscore : {true, false}) {
+    SCOPED_TRACE(zmscore ? "ZMSCORE" : "without ZMSCORE");
+    if (!zmscore) {
+      raw()({"ACL", "SETUSER", "default", "-zmscore"});
+      ASSERT_TRUE(raw()({"ZMSCORE", o.deadlines, "x"}).is_error());
+    }
+    raw()({"DEL", o.queue, o.deadlines});
+    std::vector<std::string> many;
+    std::vector<std::string> rpush{"RPUSH", o.queue}, zadd{"ZADD", o.deadlines};
+    for (int k = 0; k < 600; ++k) {
+      many.push_back(peer::new_client_id() + ":" + str(k));
+      rpush.push_back(many.back());
+      zadd.push_back(str(k % 2 == 0 ? t + 100000 + k : t + 40000));
+      zadd.push_back(many.back());
+    }
+    raw().command(rpush);
+    raw().command(zadd);
+    EXPECT_EQ(o.fair_cancel(many[0], 30000, t).integer, 1);
+    for (int k = 1; k < 600; ++k) {
+      EXPECT_EQ(score(o.deadlines, many[static_cast<std::size_t>(k)]), k % 2 == 0 ? t + 70000 + k : t + 30000) << k;
+    }
+    if (!zmscore) raw()({"ACL", "SETUSER", "default", "+zmscore"});
+  }
+  raw()({"DEL", o.queue, o.deadlines});
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+}
+
+// A try-once call (enqueue "0", W 300000) by an owner whose earlier give-up was lost finds its old
+// entry: it leaves its deadline as it is. It moved it to now + 300 s, and once that entry reached
+// the head it blocked everyone behind it for five minutes.
+TEST_F(family_scripts_test, fair_a_try_once_call_does_not_rearm_a_leftover_entry) {
+  auto o = mine("f-once");
+  const std::string holder = peer::new_client_id() + ":0", stale = peer::new_client_id() + ":1";
+  const long long t = peer::now_ms();
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 30000, true, t).is_nil());
+  ASSERT_TRUE(waits_at_head(o.fair_acquire(stale, 30000, 1000, true, t)));  // queued; its give-up is lost
+  const long long before = score(o.deadlines, stale);
+  ASSERT_GT(before, t);
+  auto r = o.fair_acquire(stale, 30000, peer::fair_lock_wait_timeout, false, t + 5000);  // try_lock(0)
+  ASSERT_TRUE(r.is_integer()) << r;
+  EXPECT_EQ(score(o.deadlines, stale), before) << "re-armed to now + 300 s";
+  // A call that queues still moves its own deadline up.
+  EXPECT_TRUE(waits_at_head(o.fair_acquire(stale, 30000, 1000, true, before)));
+  EXPECT_EQ(score(o.deadlines, stale), before + 1000);
+  EXPECT_EQ(o.fair_cancel(stale, 1000).integer, 1);
+  EXPECT_EQ(o.fair_release(holder).integer, 1);
+}
+
 TEST_F(family_scripts_test, fair_testTryLockNonDelayed_try_once_leaves_the_queue_clean) {
   auto o = mine("f7");
   auto j = java();
@@ -751,6 +837,40 @@ TEST_F(family_scripts_test, rw_testWriteReadReentrancy_upgrade_is_refused_at_onc
   EXPECT_EQ(raw()({"HGET", "r4", me + ":write"}).str, "2");
 }
 
+// An upgrade is refused only while the owner's read is alive (one of its timeout keys): a reader
+// field whose fixed lease ran out stays in the hash while other readers keep it, and holds nothing.
+// WOULD_DEADLOCK there failed the owner's write at once, for as long as other readers came and went,
+// where it only had to wait for them.
+TEST_F(family_scripts_test, rw_an_expired_read_is_no_upgrade_only_contention) {
+  auto o = mine("r4z");
+  const std::string me = peer::new_client_id() + ":1", other = peer::new_client_id() + ":2";
+  ASSERT_TRUE(o.read_acquire(me, 200).is_nil());
+  ASSERT_TRUE(o.read_acquire(other, 60000).is_nil());
+  ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", o.timeout_key(me, 1)}).integer == 0; }));
+  EXPECT_EQ(raw()({"HGET", "r4z", me}).str, "1");  // the field stays
+  auto r = o.write_acquire(me, 30000);
+  ASSERT_TRUE(r.is_integer()) << r;  // contention: wait for the other reader
+  EXPECT_GT(r.integer, 50000);
+  // A live level above an expired one is still a read held: refused at once.
+  ASSERT_TRUE(o.read_acquire(me, 60000).is_nil());  // level 2
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_status() && r.str == "WOULD_DEADLOCK") << r;
+  EXPECT_EQ(o.read_release(me, 2).integer, 0);  // level 2 goes; level 1 had ended
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_integer()) << r;
+  // The other reader leaves: no live reader is left, the hash goes, and the owner's write gets in.
+  EXPECT_EQ(o.read_release(other).integer, 1);
+  EXPECT_TRUE(o.write_acquire(me, 30000).is_nil());
+  // A read count that is no number holds no level either.
+  EXPECT_EQ(o.write_release(me).integer, 1);
+  raw()({"HSET", "r4z", "mode", "read", me, "junk", other, "1"});
+  raw()({"SET", o.timeout_key(other, 1), "1", "PX", "60000"});
+  raw()({"PEXPIRE", "r4z", "60000"});
+  r = o.write_acquire(me, 30000);
+  EXPECT_TRUE(r.is_integer()) << r;
+  raw()({"DEL", "r4z", o.timeout_key(other, 1)});
+}
+
 TEST_F(family_scripts_test, rw_testMultiInstanceReadLockZombieCleanup_read_unlock_deletes_the_hash) {
   for (bool java_zombie : {true, false}) {
     const std::string name = java_zombie ? "r5j" : "r5";
@@ -803,6 +923,33 @@ TEST_F(family_scripts_test, rw_read_release_finds_a_live_reader_behind_crashed_o
   // crashed readers'), so the hash goes and the lock is free.
   EXPECT_EQ(o.read_release(live).integer, 1);
   EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
+// A hash whose mode is neither "read" nor "write" is no read-write lock: both acquires refuse it
+// with WRONGTYPE, and so does the read release, which changes nothing. It took the hash for one in
+// read mode, found no live reader, deleted it whole and said "freed".
+TEST_F(family_scripts_test, rw_read_release_refuses_a_mode_that_is_neither_read_nor_write) {
+  auto o = mine("r-bogus");
+  const std::string me = peer::new_client_id() + ":1";
+  raw()({"HSET", "r-bogus", "mode", "bogus", me, "1", "other", "x"});
+  raw()({"PEXPIRE", "r-bogus", "60000"});
+  auto before = raw()({"DUMP", "r-bogus"}).str;
+  auto rec = record({o.rw_channel});
+  for (const char* retry : {"0", "1"}) {
+    const std::string latch = o.latch();
+    auto r = raw()({"EVAL", std::string(lua::rw_read_release.body), "2", "r-bogus", latch, o.rw_channel, "publish", me,
+                    "1", retry, "20000"});
+    ASSERT_TRUE(r.is_error()) << r;
+    EXPECT_EQ(r.str.rfind("WRONGTYPE", 0), 0u) << r.str;
+    EXPECT_EQ(raw()({"DUMP", "r-bogus"}).str, before) << "changed";
+    EXPECT_EQ(raw()({"EXISTS", latch}).integer, 0);
+  }
+  EXPECT_TRUE(rec.drain().empty());
+  for (auto* acquire : {&lua::rw_read_acquire, &lua::rw_write_acquire}) {
+    auto r = raw()({"EVAL", std::string(acquire->body), "1", "r-bogus", "30000", me});
+    EXPECT_TRUE(r.is_error() && r.str.rfind("WRONGTYPE", 0) == 0) << acquire->name << ": " << r;
+  }
+  raw()({"DEL", "r-bogus"});
 }
 
 TEST_F(family_scripts_test, rw_testReadLockLeaseTimeoutDiffThreadsRRW_and_testName_timeout_keys_interoperate) {
@@ -880,6 +1027,56 @@ TEST_F(family_scripts_test, rw_testWriteLockExpiration_reentry_does_not_accumula
   ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
   ASSERT_TRUE(j.write_acquire("r8j", j.owner(1), 10000).is_nil());
   EXPECT_GT(raw()({"PTTL", "r8j"}).integer, 19000);  // Redisson's PTTL + lease (bug 3)
+}
+
+// A release that leaves write holds sets the hash's TTL to the lease of the holds left (ARGV[3]),
+// but never below the owner's own reads taken under the write: it cut the hash to the outer write's
+// 2 s while the owner's 60 s read was held, and another writer got in 2 s later (mutual exclusion).
+TEST_F(family_scripts_test, rw_write_release_never_cuts_the_hash_below_the_owners_own_reads) {
+  auto o = mine("r10");
+  const std::string me = peer::new_client_id() + ":1", other = peer::new_client_id() + ":2";
+  auto pttl = [&](const std::string& k) { return raw()({"PTTL", k}).integer; };
+  // A read with a longer lease than the write holds left: the hash lives as long as the read.
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());  // re-entry
+  ASSERT_TRUE(o.read_acquire(me, 60000).is_nil());  // its own read (a downgrade read)
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  auto hash_ttl = pttl("r10");  // read first: it can only be the longer one
+  auto read_ttl = pttl(o.timeout_key(me, 1));
+  EXPECT_GT(read_ttl, 50000);
+  EXPECT_GE(hash_ttl + 5, read_ttl) << "the hash would expire under the owner's read";
+  EXPECT_TRUE(o.write_acquire(other, 30000).is_integer());
+  EXPECT_EQ(o.write_release(me, 1).integer, 1);  // the downgrade: the read keeps the lock
+  EXPECT_EQ(o.read_release(me).integer, 1);
+
+  // The released level's longer lease does not stay: the TTL is the longest of the write holds
+  // left (2 s) and the reads (5 s), below the 60 s the inner write had given the hash.
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 5000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 3000).is_nil());  // level 2: the longest is level 1's
+  EXPECT_GT(pttl("r10"), 50000);
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  hash_ttl = pttl("r10");
+  EXPECT_GE(hash_ttl + 5, pttl(o.timeout_key(me, 1)));
+  EXPECT_LE(hash_ttl, 5000);
+  EXPECT_GT(hash_ttl, 3000);
+  raw()({"DEL", "r10", o.timeout_key(me, 1), o.timeout_key(me, 2)});
+
+  // Without reads the lease given is set, shorter or not (as before).
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  EXPECT_LE(pttl("r10"), 2000);
+
+  // A read count it cannot follow (garbage in the owner's field): the TTL is only ever lengthened.
+  raw()({"DEL", "r10"});
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.write_acquire(me, 60000).is_nil());
+  raw()({"HSET", "r10", me, "junk"});
+  EXPECT_EQ(o.write_release(me, 2, 2000).integer, 0);
+  EXPECT_GT(pttl("r10"), 50000);
+  raw()({"DEL", "r10"});
 }
 
 TEST_F(family_scripts_test, rw_testReadLockExpirationRenewal_rw_renew_extends_reads_and_writes) {

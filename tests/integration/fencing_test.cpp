@@ -149,6 +149,38 @@ TEST_F(fencing_test, a_token_key_at_or_below_zero_starts_again_from_the_clock) {
   check(c.write_lock("fence:negrw"), "redlease_rwlock_token:{fence:negrw}");
 }
 
+// A token is never 2^53 or more: the scripts' numbers are doubles, which cannot hold such a token
+// exactly (from a key at 2^53 + 1, two grants were handed the same token, and neither was the key's
+// value). A key someone set that high fails the grant with an error naming it, is left as it was,
+// and nothing is held or queued; 2^53 - 1 is still handed out exactly.
+TEST_F(fencing_test, a_token_of_2_pow_53_or_more_fails_the_grant_instead_of_repeating_tokens) {
+  client c(cfg());
+  auto check = [&](auto&& l, const std::string& name, const std::string& token_key) {
+    SCOPED_TRACE(token_key);
+    raw()({"SET", token_key, "9007199254740990"});
+    std::error_code ec;
+    auto t = l.lock_and_get_token(ec);
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_EQ(t, 9007199254740991u);  // 2^53 - 1: exact
+    EXPECT_EQ(raw()({"GET", token_key}).str, "9007199254740991");
+    l.unlock();
+    for (const std::string& at : {std::string("9007199254740991"), std::string("9007199254740993")}) {
+      raw()({"SET", token_key, at});
+      EXPECT_EQ(l.lock_and_get_token(ec), 0u) << at;
+      EXPECT_EQ(ec, errc::server_error) << at << ": " << ec.message();
+      EXPECT_NE(last_error_text().find(token_key), std::string::npos) << last_error_text();
+      EXPECT_EQ(raw()({"GET", token_key}).str, at) << "the key is left as it was";
+      EXPECT_EQ(raw()({"EXISTS", name, "redisson_lock_queue:{" + name + "}"}).integer, 0) << "nothing held or queued";
+    }
+    raw()({"DEL", token_key});
+  };
+  check(c.lock("fence:big"), "fence:big", "redisson_lock_token:{fence:big}");
+  check(c.mutex("fence:bigm"), "fence:bigm", "redlease_mutex_token:{fence:bigm}");
+  check(c.fair_lock("fence:bigf"), "fence:bigf", "redisson_lock_token:{fence:bigf}");
+  check(c.read_lock("fence:bigrw"), "fence:bigrw", "redlease_rwlock_token:{fence:bigrw}");
+  check(c.write_lock("fence:bigrw"), "fence:bigrw", "redlease_rwlock_token:{fence:bigrw}");
+}
+
 // The fair and read-write locks take their token inside the grant, before writing anything: a
 // token key holding garbage (or another type) fails the grant with a typed error, and nothing is
 // held or queued afterwards; an attempt that finds the lock held does not touch the key at all

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 #include "redlease_lua.hpp"
 
@@ -431,6 +432,33 @@ TEST_F(lock_test, release_retry_never_double_decrements) {
   EXPECT_EQ(run("2", "1", "u2").integer, 0);
   EXPECT_EQ(raw()({"HGET", "retry", f}).str, "1");
   raw()({"DEL", "retry"});
+}
+
+// The undo of a re-entry whose reply never came gives back that level only: the levels the owner
+// already held keep their lease. The undo reset the key to the watchdog's 30 s whatever they were,
+// and an outer ten-minute lease (which nothing renews) ended 30 s later while its owner held it.
+TEST_F(lock_test, the_undo_of_a_lost_reentry_keeps_the_outer_fixed_lease) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();  // watchdog 30 s
+  conf.port = proxy.port();
+  client c{conf};
+  auto l = c.lock("undo:lease");
+  l.lock(600000ms);
+  const std::string f = field(c, this_thread_owner());
+  ASSERT_GT(raw()({"PTTL", "undo:lease"}).integer, 590000);
+  proxy.lose_next_reply();
+  std::error_code ec;
+  EXPECT_FALSE(l.try_lock(0ms, 600000ms, ec));  // the re-entry ran, its reply was lost
+  EXPECT_EQ(ec, errc::connection_lost) << ec.message();
+  EXPECT_EQ(proxy.replies_lost(), 1u);
+  // The undo gave that level back...
+  ASSERT_TRUE(eventually([&] { return raw()({"HGET", "undo:lease", f}).str == "1"; }));
+  // ...and the hold the owner still has keeps its ten minutes.
+  EXPECT_GT(raw()({"PTTL", "undo:lease"}).integer, 590000);
+  EXPECT_TRUE(l.valid());
+  EXPECT_EQ(l.hold_count(), 1);
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", "undo:lease"}).integer, 0);
 }
 
 TEST_F(lock_test, holds_of_many_threads_on_one_client) {

@@ -120,6 +120,31 @@ TEST_F(rw_lock_test, redlease_and_redisson_exclude_and_wake_each_other) {
   EXPECT_TRUE(peer.write_lock(name, peer.owner(2), 30000, 0));
 }
 
+// Redisson's downgrade (its writer takes a read, then unlocks the write) frees the lock for readers
+// and publishes nothing. Our waiting reader re-checks every poll cap; it slept until the Java
+// writer's PTTL (here ten minutes, so until the end of its wait) instead.
+TEST_F(rw_lock_test, a_reader_waiting_on_a_redisson_writer_gets_in_after_its_silent_downgrade) {
+  const std::string name = "rw:silent";
+  redisson_peer peer(server().host(), server().port());
+  const std::string writer = peer.owner(5);
+  ASSERT_TRUE(peer.write_acquire(name, writer, 600000).is_nil());
+  client c(cfg());
+  auto r = c.read_lock(name);
+  auto got = std::async(std::launch::async, [&] {
+    bool ok = r.try_lock(5000ms);
+    if (ok) r.unlock();
+    return ok;
+  });
+  EXPECT_EQ(got.wait_for(300ms), std::future_status::timeout) << "the Redisson writer must exclude our reader";
+  ASSERT_TRUE(peer.read_acquire(name, writer, 600000).is_nil());  // its own read
+  auto t0 = steady::now();
+  EXPECT_EQ(peer.write_unlock(name, writer).integer, 1);  // mode read, no message
+  EXPECT_EQ(raw()({"HGET", name, "mode"}).str, "read");
+  EXPECT_TRUE(got.get()) << "the reader slept out its wait";
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_EQ(peer.read_unlock(name, writer).integer, 1);
+}
+
 TEST_F(rw_lock_test, readers_and_writers_draw_fencing_tokens_from_one_sequence) {
   client c(cfg());
   auto w = c.write_lock("rw:fence");
@@ -322,6 +347,19 @@ TEST_F(rw_lock_test, a_mode_that_is_neither_read_nor_write_is_the_wrong_type) {
   auto all = raw()({"HGETALL", "rw:bogus"});
   ASSERT_EQ(all.elements.size(), 2u) << "nothing written";
   EXPECT_EQ(all.elements[1].str, "bogus");
+
+  // A read held when the mode is overwritten: its unlock says so and deletes nothing (it deleted the
+  // whole hash, and answered "freed").
+  raw()({"DEL", "rw:bogus"});
+  auto r = c.read_lock("rw:bogus");
+  ASSERT_TRUE(r.try_lock());
+  raw()({"HSET", "rw:bogus", "mode", "bogus"});
+  ec.clear();
+  r.unlock(ec);
+  EXPECT_EQ(ec, make_error_code(errc::wrong_type)) << ec.message();
+  EXPECT_EQ(raw()({"HLEN", "rw:bogus"}).integer, 2) << "the hash was changed";
+  EXPECT_EQ(raw()({"HGET", "rw:bogus", "mode"}).str, "bogus");
+  raw()({"DEL", "rw:bogus"});
 }
 
 }  // namespace

@@ -4,8 +4,10 @@
 // replies that no script sends.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "lock/protocol.hpp"
 
@@ -33,6 +35,41 @@ reply array(std::initializer_list<reply> elements) {
 
 using k = acquire_result::kind;
 
+// The arguments an encoder wrote (bulk strings, "$<n>\r\n<bytes>\r\n" each).
+std::vector<std::string> args_of(const arg_list& a) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at < a.buf.size() && a.buf[at] == '$') {
+    auto eol = a.buf.find("\r\n", at);
+    auto n = static_cast<std::size_t>(std::stoul(a.buf.substr(at + 1, eol - at - 1)));
+    out.push_back(a.buf.substr(eol + 2, n));
+    at = eol + 2 + n + 2;
+  }
+  return out;
+}
+
+// A fair waiter that gives up takes its own allowance off the deadlines behind it: never
+// Redisson's 300000 for one it did not declare (the undo of a lost attempt passed 0, which became
+// 300000 and purged everyone behind it).
+TEST(protocols_test, a_fair_give_up_passes_the_waiters_own_allowance) {
+  const auto& fair = protocol_of(lock_kind::fair);
+  auto give_up = [&](long long allowance) {
+    arg_list a;
+    fair.encode_give_up(a, acquire_request{"n", "uuid:1", "", ms(30000), false, ms(allowance), true});
+    auto args = args_of(a);
+    EXPECT_EQ(args.size(), static_cast<std::size_t>(std::stoll(args.at(0)) + 1 + 5)) << "numkeys, keys, ARGV";
+    // ARGV[5]: now, the client's epoch ms (fair_cancel's floor, as fair_acquire's ARGV[4]).
+    auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_NEAR(static_cast<double>(std::stoll(args.at(8))), static_cast<double>(now), 5000.0);
+    return args.at(5);  // numkeys, N, Q, Z, then ARGV[1] owner, ARGV[2] W
+  };
+  EXPECT_EQ(give_up(20000), "20000");
+  EXPECT_EQ(give_up(300000), "300000");
+  EXPECT_EQ(give_up(900000), "300000");
+  EXPECT_EQ(give_up(0), "0");
+}
+
 TEST(protocols_test, a_fair_waiter_hears_whether_it_is_behind_another) {
   const auto& fair = protocol_of(lock_kind::fair);
   auto head = fair.decode_acquire(integer(2500));
@@ -56,6 +93,15 @@ TEST(protocols_test, a_fair_grant_is_nil_or_a_token) {
   EXPECT_EQ(fenced.what, k::granted);
   EXPECT_EQ(fenced.token, 1795000000000123u);
   EXPECT_FALSE(fenced.behind);
+}
+
+// Waiters that Redisson may never wake (its silent downgrade, a fair waiter's give-up, delete())
+// re-check at the poll cap; the reentrant lock's do not need to (every release publishes).
+TEST(protocols_test, fair_and_read_write_waiters_are_poll_capped) {
+  EXPECT_TRUE(protocol_of(lock_kind::fair).poll_capped());
+  EXPECT_TRUE(protocol_of(lock_kind::read).poll_capped());
+  EXPECT_TRUE(protocol_of(lock_kind::write).poll_capped());
+  EXPECT_FALSE(protocol_of(lock_kind::reentrant).poll_capped());
 }
 
 TEST(protocols_test, replies_no_script_sends_are_bad) {

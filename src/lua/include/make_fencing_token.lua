@@ -6,10 +6,19 @@
 -- INCR (Redisson's own step, which keeps the key's TTL); a missing key (INCR gives 1), or one that
 -- held 0 or less, starts from the server's clock in microseconds, with a 7-day TTL: a token is
 -- never below 1.
+-- A token is never 2^53 or more either: the INCR's reply is a Lua number (a double), which cannot
+-- hold such a token exactly, so two grants would get the same one, and not the key's value. Such
+-- a key (someone set it there; Redisson's own grants would take ages to get there) fails the grant
+-- with an error naming the key, and the INCR is taken back (DECR, through pcall: where DECR is
+-- renamed the key keeps that increment, which only makes the sequence one larger).
 local made = redis.pcall('incr', token_key)
 local made_error = nil
 if type(made) == 'table' then
   made_error = redis.error_reply(tostring(made.err) .. ' (the fencing token key ' .. token_key .. ')')
+elseif made >= 9007199254740992 then
+  redis.pcall('decr', token_key)
+  made_error = redis.error_reply('ERR fencing token out of range: the next token would be 2^53 or more, '
+    .. 'which the scripts cannot hand out exactly (the fencing token key ' .. token_key .. ')')
 elseif made <= 1 then
   local now = redis.call('time')
   made = tonumber(now[1]) * 1000000 + tonumber(now[2])
