@@ -32,8 +32,10 @@ if mode == false then
   if redis.call('exists', name) == 0 then
     local e = take_token()
     if e then return e end
-    redis.call('hset', name, 'mode', 'read', me, '1')
+    -- The timeout key first: an ACL that refuses it (its name is not the lock's) fails the grant
+    -- before the hash exists; the other way round it left a hash with no TTL that nobody held.
     redis.call('set', timeout_key(me, '1'), '1', 'PX', lease_ms)
+    redis.call('hset', name, 'mode', 'read', me, '1')
     redis.call('pexpire', name, lease_ms)
     return granted()
   end
@@ -41,7 +43,13 @@ elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. 
   local e = take_token()
   if e then return e end
   local i = redis.call('hincrby', name, me, 1)
-  redis.call('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
+  local set = redis.pcall('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
+  if type(set) == 'table' and set.err then
+    -- Refused (an ACL without the timeout keys): the level is taken back, so that no count is left
+    -- without its key.
+    if i == 1 then redis.call('hdel', name, me) else redis.call('hincrby', name, me, -1) end
+    return redis.error_reply(set.err)
+  end
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease_ms) end
   return granted()
 elseif mode ~= 'write' then

@@ -41,6 +41,38 @@ TEST_F(rw_lock_test, readers_share_and_a_writer_excludes) {
   EXPECT_LT(ms_since(t0), 1000);
 }
 
+// An ACL that grants the lock's name but not its readers' timeout keys ({NAME}:...): the read grant
+// fails with no_permission and leaves nothing. It used to write the hash first and fail at the
+// timeout key, leaving a read-write hash with no TTL that nobody held: every writer waited for ever.
+TEST_F(rw_lock_test, a_read_grant_refused_its_timeout_key_leaves_no_hash) {
+  ASSERT_TRUE(raw()({"ACL", "SETUSER", "noreadkeys", "on", ">pw", "~acl-rw:*", "~redisson_unlock_latch:{acl-rw:*", "&*",
+                     "+@all"})
+                  .is_ok());
+  auto c = cfg();
+  c.username = "noreadkeys";
+  c.password = "pw";
+  client cl(c);
+  // A fresh hash, and a re-entry into a hash another reader holds.
+  for (bool other_reader : {false, true}) {
+    SCOPED_TRACE(other_reader);
+    std::string name = other_reader ? "acl-rw:held" : "acl-rw:fresh";
+    client admin(cfg());
+    auto theirs = admin.read_lock(name);
+    if (other_reader) {
+      ASSERT_TRUE(theirs.try_lock());
+    }
+    std::error_code ec;
+    EXPECT_FALSE(cl.read_lock(name).try_lock(ec));
+    EXPECT_EQ(ec, make_error_code(errc::no_permission)) << ec.message() << ": " << last_error_text();
+    if (other_reader) {
+      EXPECT_EQ(raw()({"HLEN", name}).integer, 2) << "mode and the other reader only";
+      theirs.unlock();
+    }
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+  }
+  raw()({"ACL", "DELUSER", "noreadkeys"});
+}
+
 TEST_F(rw_lock_test, a_downgrade_works_and_its_release_lets_readers_in_at_once) {
   client a(cfg()), b(cfg());
   auto wa = a.write_lock("rw:down");
