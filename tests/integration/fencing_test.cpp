@@ -125,6 +125,33 @@ TEST_F(fencing_test, the_token_key_expires_and_the_next_token_is_still_higher) {
   EXPECT_EQ(raw()({"EXISTS", "fence:mttl"}).integer, 0);
 }
 
+// Our token key expired while a Redisson client kept the name: Redisson's INCR restarts it at 1 (its
+// keys have no TTL), below every token before. Our next grant used to continue from there (2), so a
+// resource refused the new holder and took a paused earlier holder's late write. It moves the
+// sequence back above the clock now, and leaves Redisson's key immortal.
+TEST_F(fencing_test, a_redisson_sequence_restarted_after_the_key_expired_is_moved_above_the_clock) {
+  client c(cfg());
+  auto l = c.lock("fence:java");
+  auto t1 = l.lock_and_get_token();
+  l.unlock();
+  raw()({"DEL", "redisson_lock_token:{fence:java}"});  // the 7 days are over
+  auto r = raw().command({"EVAL", redisson_fenced_acquire, "2", "fence:java", "redisson_lock_token:{fence:java}",
+                          "30000", "java-uuid:1"});
+  ASSERT_TRUE(r.is_array()) << r.str;
+  ASSERT_EQ(r.elements.size(), 2u);
+  EXPECT_EQ(r.elements[1].integer, 1) << "Redisson starts a missing key at 1";
+  raw()({"DEL", "fence:java"});  // Redisson's unlock
+  auto t2 = l.lock_and_get_token();
+  l.unlock();
+  EXPECT_GT(t2, t1);
+  EXPECT_EQ(raw()({"PTTL", "redisson_lock_token:{fence:java}"}).integer, -1) << "Redisson's key keeps no TTL";
+  // And Redisson's next grant follows ours.
+  r = raw().command({"EVAL", redisson_fenced_acquire, "2", "fence:java", "redisson_lock_token:{fence:java}", "30000",
+                     "java-uuid:1"});
+  ASSERT_TRUE(r.is_array()) << r.str;
+  EXPECT_EQ(static_cast<std::uint64_t>(r.elements[1].integer), t2 + 1);
+}
+
 // A token key holding 0 or less (no sequence of ours ever does) starts again from the clock, as a
 // missing key does, for every kind: before, INCR of "-5" made a grant with token -4, which the
 // client read as a bad reply while the lock stayed held in Redis.
