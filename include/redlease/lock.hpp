@@ -69,7 +69,10 @@ using lost_handler = std::function<void(const lost_info&)>;
 /// seeds' retry loop, for deployments where pub/sub is unavailable (a proxy that does not forward
 /// it, ACLs without `&channel` rights): it retries after `initial`, multiplying the delay by
 /// `multiplier` up to `max`, each delay shortened by a random share of up to `jitter` (0..1), and
-/// gives up (returns false) after `max_attempts` retries (0: until the wait runs out).
+/// gives up after `max_attempts` retries (0: until the wait runs out): a wait with a deadline
+/// (`try_lock(wait)`) then returns false; a wait without one (`lock()`, `async_lock`,
+/// `lock_and_get_token`) fails with `errc::attempts_exhausted`, so that it never returns without
+/// the lock and without an error.
 struct wait_strategy {
   /// The pub/sub strategy (default).
   static wait_strategy pubsub() { return {}; }
@@ -91,6 +94,7 @@ struct wait_strategy {
   double multiplier = 2.0;                    ///< growth of the delay per retry (>= 1)
   double jitter = 0.5;                        ///< share of each delay that is random (0..1)
   unsigned max_attempts = 0;                  ///< retries before giving up; 0: until the wait ends
+                                              ///< (`lock()` then fails: `errc::attempts_exhausted`)
 };
 
 /// What kind of lock a handle drives.
@@ -125,7 +129,8 @@ class lock_handle {
   /// Waits for the lock without limit; the watchdog keeps it (lease `config::watchdog_timeout`,
   /// renewed every third of it) until the last unlock. Every acquiring call fails with
   /// `errc::lock_lost` while this owner's hold is known lost and not yet unlocked (re-entering a
-  /// broken critical section must not silently take a new lock).
+  /// broken critical section must not silently take a new lock). Returns only with the lock: a
+  /// backoff wait strategy whose `max_attempts` run out fails with `errc::attempts_exhausted`.
   void lock();
   void lock(std::error_code& ec);
   /// Waits for the lock without limit; holds it for `lease`, with no renewal.

@@ -660,7 +660,13 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   auto now = clock::now();
   clock::time_point until = clock::time_point::max();
   if (w->how.use_backoff) {
-    if (w->how.max_attempts != 0 && w->retries >= w->how.max_attempts) return finish_waiter(w, w->last_error, false);
+    if (w->how.max_attempts != 0 && w->retries >= w->how.max_attempts) {
+      // Out of attempts. A wait with a deadline says "not acquired" (contention is not an error);
+      // one without (lock()) has no such answer: it must end in the lock or an error.
+      std::error_code ec = w->last_error;
+      if (!ec && !w->deadline) ec = errc::attempts_exhausted;
+      return finish_waiter(w, ec, false);
+    }
     ++w->retries;
     double share = std::uniform_real_distribution<double>(0.0, w->how.jitter)(rng_);
     auto delay = std::max<ms>(ms(1), ms(static_cast<long long>(static_cast<double>(w->next_delay.count()) * (1.0 - share))));

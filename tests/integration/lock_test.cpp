@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <asio/use_future.hpp>
+
 #include "lock_test_support.hpp"
 #include "redlease_lua.hpp"
 
@@ -498,6 +500,48 @@ TEST_F(lock_test, backoff_wait_strategy_retries_without_pubsub) {
 
 namespace redlease::test {
 namespace {
+
+// A wait without a deadline never ends "not acquired" without an error. Before, a backoff
+// strategy's max_attempts made lock() return normally without the lock (a std::lock_guard then
+// entered its critical section unlocked, and its unlock() threw from the destructor), and
+// async_lock complete with operation_aborted although nothing was cancelled.
+TEST_F(lock_test, lock_whose_backoff_attempts_run_out_fails_with_attempts_exhausted) {
+  client c{cfg()};
+  auto holder = c.lock("bo-max");
+  holder.lock();
+  auto l = c.lock("bo-max");
+  l.set_wait_strategy(wait_strategy::backoff(5ms, 10ms, 2.0, 0.0, 3));
+  std::thread t([&] {
+    try {
+      l.lock();
+      ADD_FAILURE() << "lock() returned without the lock";
+    } catch (const redlease::error& e) {
+      EXPECT_EQ(e.code(), errc::attempts_exhausted) << e.what();
+    }
+    std::error_code ec;
+    l.lock(5s, ec);
+    EXPECT_EQ(ec, errc::attempts_exhausted);
+    EXPECT_EQ(ec, std::errc::resource_unavailable_try_again);
+    EXPECT_NE(ec, std::errc::operation_canceled);
+    EXPECT_EQ(l.lock_and_get_token(ec), 0u);
+    EXPECT_EQ(ec, errc::attempts_exhausted);
+    EXPECT_FALSE(l.valid());
+    // A wait with a deadline: contention, not an error.
+    EXPECT_FALSE(l.try_lock(10s, ec));
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  t.join();
+  auto owner = c.new_owner();
+  try {
+    l.async_lock(owner, asio::use_future).get();
+    ADD_FAILURE() << "async_lock completed without the lock";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::attempts_exhausted);
+  }
+  EXPECT_FALSE(l.valid(owner));
+  EXPECT_EQ(raw()({"HLEN", "bo-max"}).integer, 1);  // the holder's field only
+  holder.unlock();
+}
 
 TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
   client c{cfg(300ms)};
