@@ -10,6 +10,7 @@
 #include <asio/cancellation_type.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -90,7 +91,7 @@ struct wait_strategy {
   }
   bool use_backoff = false;                   ///< false: pub/sub
   std::chrono::milliseconds initial{10};      ///< first retry delay
-  std::chrono::milliseconds max{1000};        ///< largest retry delay
+  std::chrono::milliseconds max{1000};        ///< largest retry delay (at most 2^40 ms count)
   double multiplier = 2.0;                    ///< growth of the delay per retry (>= 1)
   double jitter = 0.5;                        ///< share of each delay that is random (0..1)
   unsigned max_attempts = 0;                  ///< retries before giving up; 0: until the wait ends
@@ -107,6 +108,19 @@ enum class lock_kind : std::uint8_t {
 };
 
 namespace detail {
+
+/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
+/// rejected as invalid rather than overflowing time arithmetic.
+inline constexpr std::chrono::milliseconds max_duration{1LL << 40};
+
+/// A wait of `d` milliseconds in whole milliseconds, rounded up and saturated at
+/// ±`max_duration`: a TimedLockable wait of any length and unit converts without overflow.
+inline std::chrono::milliseconds saturated_wait(double d) noexcept {
+  const double cap = static_cast<double>(max_duration.count());
+  if (!(d < cap)) return max_duration;  // NaN too
+  if (d <= -cap) return -max_duration;
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(d)));
+}
 
 struct lost_slot;
 struct acquire_cancel;
@@ -145,16 +159,20 @@ class lock_handle {
   /// Waits up to `wait`; holds for `lease` with no renewal.
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease);
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec);
-  /// TimedLockable: waits up to `d`, watchdog lease.
+  /// TimedLockable: waits up to `d` (rounded up to whole milliseconds; a wait longer than about
+  /// 34 years, `hours::max()` say, is one of 2^40 ms), watchdog lease.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return try_lock(std::chrono::ceil<std::chrono::milliseconds>(d));
+    return try_lock(saturated_wait(std::chrono::duration<double, std::milli>(d).count()));
   }
-  /// TimedLockable: waits until `tp`, watchdog lease.
+  /// TimedLockable: waits until `tp` (one attempt if it has passed), watchdog lease.
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& tp) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(tp - Clock::now());
-    return try_lock(left < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : left);
+    // Subtracted as floating-point milliseconds: `time_point::min()`, or `max()` of a coarse
+    // duration, would overflow the clock's integer arithmetic.
+    using fms = std::chrono::duration<double, std::milli>;
+    double left = fms(tp.time_since_epoch()).count() - fms(Clock::now().time_since_epoch()).count();
+    return try_lock(left > 0 ? saturated_wait(left) : std::chrono::milliseconds::zero());
   }
   // ---- fencing tokens ---------------------------------------------------------------------------
   // A fenced acquisition also takes a fencing token: a 64-bit number that never repeats and only

@@ -364,7 +364,11 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (wait) w->deadline = clock::now() + *wait;
   w->slot = std::move(slot);
   w->how = how;
-  w->next_delay = how.initial;
+  // A delay beyond the longest duration is "as long as it takes": clamped, so that adding it to
+  // the clock cannot overflow.
+  w->how.initial = std::min(w->how.initial, max_duration);
+  w->how.max = std::min(w->how.max, max_duration);
+  w->next_delay = w->how.initial;
   w->done = std::move(h);
   w->fenced = fenced;
   w->allowance = queue_allowance(wait);
@@ -674,7 +678,8 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
     w->next_delay = grown >= static_cast<double>(w->how.max.count()) ? w->how.max : ms(static_cast<long long>(grown));
     until = now + delay;
   }
-  if (pttl && *pttl >= 0) until = std::min(until, now + ms(*pttl));
+  // The server's PTTL may exceed what the clock can add (a key set with PX 10^13, by anyone).
+  if (pttl && *pttl >= 0) until = std::min(until, now + ms(std::min<long long>(*pttl, max_duration.count())));
   if (w->poll_capped) until = std::min(until, now + poll_interval(*w));
   if (w->last_error) {
     // Backoff with jitter while the server refuses or cannot be reached: 10 ms doubling to 1 s.

@@ -44,9 +44,8 @@ struct acquire_cancel {
   std::weak_ptr<void> waiter;
 };
 
-/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
-/// rejected as invalid rather than overflowing time arithmetic.
-inline constexpr ms max_duration{1LL << 40};
+// max_duration (redlease/lock.hpp): the longest lease or wait, and the longest delay the engine
+// adds to the clock.
 
 /// The unlock channel of a lock, as Redisson names it: `prefix:{name}`, or `prefix:name` when the
 /// name already contains a `{` (so the channel shares the key's cluster slot).

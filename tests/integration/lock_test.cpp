@@ -543,6 +543,49 @@ TEST_F(lock_test, lock_whose_backoff_attempts_run_out_fails_with_attempts_exhaus
   holder.unlock();
 }
 
+// Durations the clock cannot add: a holder's PTTL from the server (a key set with PX 10^13, by
+// anyone), a backoff strategy's delays, TimedLockable waits of hours::max() or until
+// time_point::min(). Before, they overflowed steady_clock: a waiter woke at once after every busy
+// reply (about 10,000 attempts a second, for ever with lock()), and try_lock_for(hours::max()) or
+// try_lock_until(time_point::max()) threw invalid_argument (after undefined behaviour).
+TEST_F(lock_test, durations_beyond_the_clock_saturate_instead_of_overflowing) {
+  client c{cfg()};
+  raw()({"HSET", "huge-ttl", "someone:1", "1"});
+  raw()({"PEXPIRE", "huge-ttl", "10000000000000"});
+  raw()({"SET", "huge-ttl-m", "tok", "PX", "10000000000000"});
+  auto l = c.lock("huge-ttl");
+  auto m = c.mutex("huge-ttl-m");
+  auto before = c.stats().commands;
+  auto t0 = steady::now();
+  EXPECT_FALSE(l.try_lock(500ms));
+  EXPECT_FALSE(m.try_lock(500ms));  // re-checks every mutex_poll_cap (100 ms)
+  EXPECT_GE(ms_since(t0), 1000);
+  EXPECT_LT(c.stats().commands - before, 40u);
+
+  auto b = c.lock("huge-ttl");
+  b.set_wait_strategy(wait_strategy::backoff(1ms, std::chrono::milliseconds::max(), 1e15, 0.0));
+  before = c.stats().commands;
+  EXPECT_FALSE(b.try_lock(300ms));
+  EXPECT_LT(c.stats().commands - before, 10u);
+
+  auto f = c.lock("free");
+  EXPECT_TRUE(f.try_lock_for(std::chrono::hours::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(steady::time_point::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(steady::time_point::min()));
+  f.unlock();
+  // Held: one attempt, no wait.
+  t0 = steady::now();
+  EXPECT_FALSE(l.try_lock_until(steady::time_point::min()));
+  EXPECT_FALSE(l.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::min()));
+  EXPECT_FALSE(l.try_lock_for(std::chrono::nanoseconds::zero()));
+  EXPECT_LT(ms_since(t0), 500);
+  EXPECT_EQ(raw()({"EXISTS", "free"}).integer, 0);
+}
+
 TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
   client c{cfg(300ms)};
   auto l = c.lock("relost");
