@@ -42,6 +42,31 @@ bool valid_duration(ms d, bool allow_zero) {
   return (allow_zero ? d.count() >= 0 : d.count() > 0) && d <= max_duration;
 }
 
+// The client, kept alive for the rest of a handler of the engine that runs user code (on_lost, a
+// stop callback of lost_token, config::on_error). That code may drop the client's last reference
+// (a worker that tears itself down when it loses its lock): the engine must not be freed under the
+// handler, which goes on using it. If the handler ends up holding the last reference, the client
+// goes in a handler of its own, after the frames that called this one (a connection's, a
+// subscriber's, a timer's) have returned. Empty inside the client's destructor (which closes the
+// engine: the handlers it runs there finish before it is freed) and once the client is gone.
+class keep_client {
+ public:
+  explicit keep_client(const std::weak_ptr<client_impl>& c) : p_(c.lock()) {}
+  explicit keep_client(client_impl& c) : keep_client(c.weak_from_this()) {}
+  keep_client(const keep_client&) = delete;
+  keep_client& operator=(const keep_client&) = delete;
+  ~keep_client() {
+    if (p_ && p_.use_count() == 1) {
+      auto ex = p_->executor();
+      asio::post(ex, [p = std::move(p_)]() mutable { p.reset(); });
+    }
+  }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  std::shared_ptr<client_impl> p_;
+};
+
 }  // namespace
 
 std::string lock_channel(std::string_view name, lock_kind kind) { return protocol_of(kind).channel(name); }
@@ -463,8 +488,11 @@ void lock_service::erase(hold* h) {
   }
 }
 
+// Runs user code (stop callbacks, on_lost): its callers hold the client (keep_client) for as long as
+// they go on using the engine after it.
 void lock_service::mark_lost(hold& h, lost_reason why) {
   if (h.lost) return;
+  keep_client client(c_);
   std::stop_source stop{std::nostopstate};
   {
     std::lock_guard<std::mutex> g(view_mu_);
@@ -557,6 +585,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
 // would sleep out the holder's whole lease. Say so once, and let the channel's waiters, and later
 // ones on it, retry with backoff instead.
 void lock_service::channel_refused(channel_entry& ch, std::error_code ec, const std::string& text) {
+  keep_client keep(c_);  // config::on_error runs below
   if (!subscribe_refusal_reported_) {
     subscribe_refusal_reported_ = true;
     report_background(c_.cfg(), "lock waiter", ec,
@@ -900,6 +929,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
+        keep_client keep(c_);  // on_lost may run below
         if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.
@@ -980,11 +1010,12 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
                    if (!r.is_integer()) return done(errc::bad_reply, false);
+                   keep_client keep(c_);  // on_lost runs below
                    // Holds of this client on the name are gone too: tell their owners.
-                   std::vector<hold*> mine;
+                   std::vector<std::shared_ptr<hold>> mine;
                    for (auto& h : holds_)
-                     if (h->name == name && !h->lost) mine.push_back(h.get());
-                   for (auto* h : mine) mark_lost(*h, lost_reason::deleted);
+                     if (h->name == name && !h->lost) mine.push_back(h);
+                   for (auto& h : mine) mark_lost(*h, lost_reason::deleted);
                    done({}, r.integer == 1);
                  });
 }
@@ -1013,8 +1044,11 @@ void lock_service::arm_watchdog() {
   if (next >= wd_armed_at_) return;
   wd_armed_at_ = next;
   wd_timer_.expires_at(next);
-  wd_timer_.async_wait([this, next](std::error_code ec) {
-    if (ec || closed_ || next != wd_armed_at_) return;
+  wd_timer_.async_wait([this, next, life = c_.weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    // The client may be gone (this handler was queued before it closed), and on_lost may run below.
+    keep_client keep(life);
+    if (!keep || closed_ || next != wd_armed_at_) return;
     wd_armed_at_ = clock::time_point::max();
     on_watchdog_timer();
   });
@@ -1027,7 +1061,11 @@ void lock_service::on_watchdog_timer() {
   for (auto* e : due.renew) {
     batch.push_back(static_cast<hold*>(e)->shared_from_this());
   }
-  for (auto* e : due.expired) mark_lost(*static_cast<hold*>(e), lost_reason::expired);
+  // on_lost runs for each: the holds are kept (user code there may close the client).
+  std::vector<std::shared_ptr<hold>> expired;
+  expired.reserve(due.expired.size());
+  for (auto* e : due.expired) expired.push_back(static_cast<hold*>(e)->shared_from_this());
+  for (auto& h : expired) mark_lost(*h, lost_reason::expired);
   if (!batch.empty()) send_renewals(std::move(batch), {});
   arm_watchdog();
 }
@@ -1098,6 +1136,7 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
 void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent,
                               const renew_context& ctx, std::error_code ec, const reply& r) {
   if (closed_) return;
+  keep_client keep(c_);  // on_lost may run below
   // The reply lists failures only: pairs {1-based index, code}.
   std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
   if (!ec && r.is_array()) {

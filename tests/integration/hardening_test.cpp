@@ -9,9 +9,12 @@
 #include <asio/use_future.hpp>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -351,6 +354,39 @@ TEST_F(hardening, ClientClosedFromInsideACallback) {
   l.try_lock(0ms, ec);
   EXPECT_EQ(ec, errc::client_closed);
   c.reset();  // joins the I/O thread; must neither hang nor crash
+}
+
+// The client's last reference dropped inside on_lost, or inside a stop callback of lost_token (a
+// worker that tears itself down when it loses its lock). The engine went on using itself after the
+// user code returned: heap-use-after-free under ASan, from the watchdog's timer (a fixed lease
+// that ran out), a renewal that found the key gone, and a forced unlock's reply.
+TEST_F(hardening, ClientDroppedInsideOnLostOrAStopCallback) {
+  enum how { lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback };
+  for (how h : {lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback}) {
+    SCOPED_TRACE(static_cast<int>(h));
+    auto c = std::make_unique<client>(cfg(600ms));  // renewals every 200 ms
+    auto l = std::make_unique<reentrant_lock>(c->lock("drop-in-lost"));
+    std::promise<void> fired;
+    std::function<void()> drop = [&] {
+      l.reset();
+      c.reset();  // the last reference: ~client_impl runs here, on the client's I/O thread
+      fired.set_value();
+    };
+    if (h != stop_callback) l->on_lost([&](const lost_info&) { drop(); });
+    auto owner = c->new_owner();
+    if (h == lease_runs_out) {
+      ASSERT_TRUE(l->async_try_lock(owner, 0ms, 300ms, asio::use_future).get());
+    } else {
+      ASSERT_TRUE(l->async_try_lock(owner, 0ms, asio::use_future).get());
+    }
+    std::optional<std::stop_callback<std::function<void()>>> on_stop;
+    if (h == stop_callback) on_stop.emplace(l->lost_token(owner), drop);
+    if (h == renewal_finds_it_gone || h == stop_callback) raw()({"DEL", "drop-in-lost"});
+    if (h == forced_unlock) l->async_force_unlock([](std::error_code, bool) {});
+    ASSERT_EQ(fired.get_future().wait_for(5s), std::future_status::ready);
+    // The detached thread cannot be joined: give it time to run the handlers left in its queue.
+    std::this_thread::sleep_for(300ms);
+  }
 }
 
 }  // namespace
