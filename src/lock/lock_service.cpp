@@ -568,8 +568,12 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   bool retry = e.waiters.empty() && e.missed;
   e.missed = false;
   if (retry) {
-    asio::post(c_.executor(), [this, w] {
-      if (!closed_) waiter_try(w);
+    asio::post(c_.executor(), [this, w, life = c_.weak_from_this()] {
+      // close() finishes every waiter: check the waiter, and the client (gone once its last
+      // reference went on this thread), before the engine.
+      if (w->finished) return;
+      keep_client keep(life);
+      if (keep && !closed_) waiter_try(w);
     });
   }
   e.waiters.push_back(w.get());
@@ -652,9 +656,14 @@ void lock_service::arm_linger() {
   if (linger_armed_ || closed_) return;
   linger_armed_ = true;
   linger_timer_.expires_after(linger_for);
-  linger_timer_.async_wait([this](std::error_code ec) {
+  linger_timer_.async_wait([this, life = c_.weak_from_this()](std::error_code ec) {
+    // Cancelled only by close(), after which the engine may be freed before this runs (the client's
+    // last reference went on its own thread): nothing of it is touched then.
+    if (ec) return;
+    keep_client keep(life);
+    if (!keep) return;
     linger_armed_ = false;
-    if (ec || closed_) return;
+    if (closed_) return;
     auto now = clock::now();
     bool more = false;
     for (auto it = channels_.begin(); it != channels_.end();) {
@@ -720,6 +729,7 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   if (until == clock::time_point::max()) return;  // no TTL, no deadline: only a message wakes us
   w->timer.expires_at(until);
   w->timer.async_wait([this, w](std::error_code ec) {
+    // close() finishes every waiter (and cancels its timer): an unfinished one is on a live engine.
     if (ec || w->finished || w->trying) return;
     waiter_try(w);
   });
@@ -1222,8 +1232,13 @@ void lock_service::on_failover(const std::string& what) {
 
 void lock_service::verify_later(std::shared_ptr<hold> h, const renew_context& ctx) {
   auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(interval_ / 4, ms(5)));
-  t->async_wait([this, t, h = std::move(h), ctx](std::error_code ec) {
-    if (ec || closed_ || h->lost || h->removed) return;
+  verify_timers_.insert(t);  // cancelled by close(): a pending wait would hold up the I/O thread's end
+  t->async_wait([this, t, h = std::move(h), ctx, life = c_.weak_from_this()](std::error_code ec) {
+    if (ec) return;  // cancelled by close(): the engine may be gone
+    keep_client keep(life);
+    if (!keep) return;
+    verify_timers_.erase(t);
+    if (closed_ || h->lost || h->removed) return;
     send_renewals({h}, ctx);
   });
 }
@@ -1233,6 +1248,8 @@ void lock_service::close() {
   closed_ = true;
   wd_timer_.cancel();
   linger_timer_.cancel();
+  for (auto& t : verify_timers_) t->cancel();
+  verify_timers_.clear();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
   for (auto& h : holds_) schedule_.remove(h.get());

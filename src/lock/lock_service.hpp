@@ -191,6 +191,8 @@ class lock_service {
   std::string field_scratch_;
   asio::steady_timer linger_timer_;
   bool linger_armed_ = false;
+  // The timers of holds to check again after a failover (verify_later), cancelled at close.
+  std::unordered_set<std::shared_ptr<asio::steady_timer>> verify_timers_;
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

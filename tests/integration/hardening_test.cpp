@@ -356,6 +356,39 @@ TEST_F(hardening, ClientClosedFromInsideACallback) {
   c.reset();  // joins the I/O thread; must neither hang nor crash
 }
 
+// The client's last reference dropped on its own I/O thread, inside a completion handler (the
+// thread then detaches and runs what is left in its queue), while a timer of the lock engine is
+// armed: the linger of a fair waiter's channel. close() cancels the timer, and its handler runs
+// after the engine is freed. Before, it wrote a member of the freed engine first
+// (heap-use-after-free under ASan).
+TEST_F(hardening, ClientDroppedOnItsOwnThreadLeavesNoTimerHandlerBehind) {
+  client other(cfg());
+  auto holder = other.fair_lock("drop-linger");
+  holder.lock();
+  auto c = std::make_unique<client>(cfg());
+  auto l = std::make_unique<fair_lock>(c->fair_lock("drop-linger"));
+  auto owner = c->new_owner();
+  const std::string channel = "redisson_lock__channel:{drop-linger}:" + c->id() + ":" + std::to_string(owner);
+  std::promise<std::pair<std::error_code, bool>> done;
+  l->async_try_lock(owner, 10s, [&](std::error_code ec, bool got) {
+    l.reset();
+    c.reset();  // the last reference: ~client_impl runs here, on the client's I/O thread
+    done.set_value({ec, got});
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  holder.unlock();  // hands the lock to the waiter, whose channel then lingers
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  auto [ec, got] = f.get();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(got);
+  // The detached thread cannot be joined: give it time to run the handlers left in its queue.
+  std::this_thread::sleep_for(300ms);
+}
+
 // The client's last reference dropped inside on_lost, or inside a stop callback of lost_token (a
 // worker that tears itself down when it loses its lock). The engine went on using itself after the
 // user code returned: heap-use-after-free under ASan, from the watchdog's timer (a fixed lease
