@@ -145,6 +145,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   asio::steady_timer timer;
   bool trying = false;
   bool again = false;     // a wake-up came while an attempt was on the wire
+  bool woken = false;     // an unlock message woke this waiter alone: passed on if it gives up
   bool finished = false;
   bool cancelled = false;  // cancelled while an attempt was on the wire: ends when it answers
   bool poll_capped = false;
@@ -165,7 +166,7 @@ struct lock_service::channel_entry final : subscriber::listener {
   std::string channel;
   bool keyspace = false;
   bool lingers = false;        // stays subscribed for a while without waiters (see join_channel)
-  bool missed = false;         // a message came while nobody waited on it
+  bool missed = false;         // a message came while nobody (who would try) waited on it
   clock::time_point idle_since{};
   std::list<waiter*> waiters;  // FIFO: a plain unlock wakes the longest waiting
 
@@ -687,14 +688,19 @@ void lock_service::leave_channels(waiter& w) {
 }
 
 void lock_service::wake(channel_entry& ch, bool all) {
-  if (ch.waiters.empty()) ch.missed = true;
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   std::vector<std::shared_ptr<waiter>> targets;
   for (auto* w : ch.waiters) {
-    if (w->finished) continue;
+    // A message that wakes one waiter must wake one that will try: not one that is done, nor one
+    // cancelled while its attempt is out (it ends when that attempt answers).
+    if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
-    if (!all) break;
+    if (!all) {
+      w->woken = true;
+      break;
+    }
   }
+  if (targets.empty()) ch.missed = true;
   for (auto& w : targets) waiter_try(w);
 }
 
@@ -770,6 +776,8 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             }
             if (past) return finish_waiter(w, {}, false);
             if (w->again) return waiter_try(w);
+            // Busy after the wake-up: someone took the lock; its release will publish again.
+            w->woken = false;
             waiter_sleep(w, pttl);
           });
 }
@@ -800,6 +808,13 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
   if (w->finished) return;
   w->finished = true;
+  if (!acquired && (w->woken || w->again) && !closed_) {
+    // An unlock message woke this waiter alone, and it gives up (an error, its deadline, a
+    // cancellation) without the lock: the next waiter gets the wake-up, or it would sleep on a free
+    // lock until the old holder's TTL or its own deadline. Before leaving: the channels stay.
+    auto channels = w->channels;
+    for (auto* ch : channels) wake(*ch, false);
+  }
   const auto& proto = protocol_of(w->kind);
   if (!acquired && w->queue && !closed_ && proto.give_up_script() != nullptr) {
     // It may be queued (a fair lock): leave, so that the waiters behind it are not held up.

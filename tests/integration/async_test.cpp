@@ -170,6 +170,59 @@ TEST_F(async_test, cancellation_with_an_attempt_on_the_wire_releases_its_grant_f
   }
 }
 
+// An unlock message ("0") wakes one local waiter: not one cancelled while its attempt is out (it
+// ends when that attempt answers, without trying again). Before, the message went to the cancelled
+// head waiter and the waiter behind it slept on the free lock until its own deadline (10 s).
+TEST_F(async_test, an_unlock_message_skips_a_waiter_cancelled_with_its_attempt_out) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;
+  conf.sync_lane = false;
+  raw()({"HSET", "skip-cancelled", "other:1", "1"});
+  raw()({"PEXPIRE", "skip-cancelled", "20000"});
+  const std::string channel = "redisson_lock__channel:{skip-cancelled}";
+  client c{conf};
+  c.ping();  // the command connection is the proxy's connection 0
+  auto l = c.lock("skip-cancelled");
+  const owner_id a = c.new_owner(), b = c.new_owner();
+  {
+    // The scripts are loaded first: an EVALSHA answered NOSCRIPT would count as a reply below.
+    auto warm = c.lock("skip-cancelled:warm");
+    ASSERT_TRUE(warm.async_try_lock(a, 0ms, asio::use_future).get());
+  }
+  const auto r0 = c.stats().replies;
+  asio::cancellation_signal sig;
+  std::promise<std::error_code> a_done;
+  l.async_lock(a, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec) { a_done.set_value(ec); }));
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 2 && subscribers(channel) == 1; }));
+  auto fb = l.async_try_lock(b, 10s, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 3; }));  // B waits behind A
+
+  // A message (the lock still held) sends A's attempt, whose reply the proxy holds back.
+  proxy.hold_replies(0, true);
+  auto c0 = c.stats().commands;
+  raw()({"PUBLISH", channel, "0"});
+  ASSERT_TRUE(eventually([&] { return c.stats().commands >= c0 + 1; }));
+  asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+  asio::post(c.get_executor(), asio::use_future).get();  // the cancellation has run
+
+  // The lock is released: the message must go to B, whose attempt goes out at once.
+  const auto t0 = steady::now();
+  c0 = c.stats().commands;
+  raw()({"DEL", "skip-cancelled"});
+  raw()({"PUBLISH", channel, "0"});
+  EXPECT_TRUE(eventually([&] { return c.stats().commands >= c0 + 1; }, 2000ms)) << "nobody tried";
+  proxy.hold_replies(0, false);
+  auto fa = a_done.get_future();
+  ASSERT_EQ(fa.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(fa.get(), errc::operation_aborted);
+  ASSERT_EQ(fb.wait_for(5s), std::future_status::ready) << "B slept on a free lock";
+  EXPECT_TRUE(fb.get());
+  EXPECT_LT(ms_since(t0), 3000);
+  l.async_unlock(b, asio::use_future).get();
+}
+
 // The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer
 // wins, the acquisition is cancelled, and nothing is left held.
 TEST_F(async_test, awaitable_operators_race_an_acquisition_against_a_timer) {

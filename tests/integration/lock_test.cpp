@@ -586,6 +586,48 @@ TEST_F(lock_test, durations_beyond_the_clock_saturate_instead_of_overflowing) {
   EXPECT_EQ(raw()({"EXISTS", "free"}).integer, 0);
 }
 
+// An unlock message ("0") wakes one local waiter. One that then gives up without the lock passes
+// the wake-up on. Here the head waiter's fenced grant fails once the lock is free (its token key
+// is a list); before, the waiter behind it slept on the free lock until its own deadline (10 s).
+TEST_F(lock_test, a_woken_waiter_that_gives_up_passes_the_wake_up_on) {
+  raw()({"HSET", "wake-on", "other:1", "1"});
+  raw()({"PEXPIRE", "wake-on", "20000"});
+  raw()({"RPUSH", "redisson_lock_token:{wake-on}", "not-a-number"});
+  auto conf = cfg();
+  conf.sync_lane = false;  // every reply counted below is one of the command connection's
+  client c{conf};
+  auto l = c.lock("wake-on");
+  const owner_id a = c.new_owner(), b = c.new_owner();
+  {
+    // The scripts are loaded first: an EVALSHA answered NOSCRIPT would count as a reply below.
+    auto warm = c.lock("wake-on:warm");
+    ASSERT_NE(warm.async_try_lock_and_get_token(a, 0ms, asio::use_future).get(), 0u);
+    ASSERT_TRUE(warm.async_try_lock(a, 0ms, asio::use_future).get());
+  }
+  const auto r0 = c.stats().replies;
+  std::promise<std::error_code> a_done;
+  l.async_try_lock_and_get_token(a, 10s, [&](std::error_code ec, std::uint64_t) { a_done.set_value(ec); });
+  // A waits first: its attempt, and another once its SUBSCRIBE is confirmed (one reply each).
+  ASSERT_TRUE(eventually([&] {
+    auto n = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{wake-on}"});
+    return c.stats().replies >= r0 + 2 && n.elements.size() == 2 && n.elements[1].integer == 1;
+  }));
+  auto fb = l.async_try_lock(b, 10s, asio::use_future);
+  // B's attempt answered busy: the handler that read it put B behind A on the channel, on the I/O
+  // thread, which reads the unlock message only after that handler.
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 3; }));
+  const auto t0 = steady::now();
+  raw()({"DEL", "wake-on"});
+  raw()({"PUBLISH", "redisson_lock__channel:{wake-on}", "0"});
+  auto fa = a_done.get_future();
+  ASSERT_EQ(fa.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(fa.get(), errc::wrong_type);
+  ASSERT_EQ(fb.wait_for(5s), std::future_status::ready) << "B slept on a free lock";
+  EXPECT_TRUE(fb.get());
+  EXPECT_LT(ms_since(t0), 2000);
+  l.async_unlock(b, asio::use_future).get();
+}
+
 TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
   client c{cfg(300ms)};
   auto l = c.lock("relost");
