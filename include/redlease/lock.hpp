@@ -264,7 +264,9 @@ class lock_handle {
   // operators, parallel groups), of any type: a cancelled acquisition completes with
   // `errc::operation_aborted` and leaves nothing behind on the server. If an attempt was on the wire
   // it is waited for, and a grant it brought is released before the completion, so the lock is
-  // never held after a cancelled acquisition (Asio's "total" cancellation guarantee).
+  // never held after a cancelled acquisition (Asio's "total" cancellation guarantee). (If that
+  // release's own reply is lost, the operation still completes, and the release is sent again
+  // until the server answers it.)
 
   /// Waits for the lock without limit, watchdog lease. Signature `void(std::error_code)`.
   template <class CompletionToken>

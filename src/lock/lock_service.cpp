@@ -294,24 +294,42 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   });
 }
 
+// One sending of an undo, and of the give-up that goes with it.
+struct lock_service::undo_round {
+  std::string name;
+  lock_kind kind = lock_kind::reentrant;
+  owner_id owner = 0;
+  std::string id;
+  std::string request;
+  int parts = 0;        // sends not answered yet
+  bool resend = false;  // one of them may not have reached the server
+  unique_function<void()> then;
+};
+
 // The reply of an acquisition never came (the connection dropped, or it timed out and may still run
 // late): the script may have granted the lock. Undo that before anyone retries, or the hold would
 // leak (a held mutex, or one level too many). The undo queues behind the attempt on the same
 // connection, so it runs after it; and it must run before the waiter's next attempt, which is
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
+// An undo whose own reply never comes is sent again (undo_answered), under the same `request` id.
 void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                                unique_function<void()> then) {
-  auto done = [then = std::move(then)](std::error_code, reply) mutable {
-    if (then) then();
-  };
+                                unique_function<void()> then, std::string request) {
+  auto round = std::make_shared<undo_round>();
+  round->name = name;
+  round->kind = kind;
+  round->owner = owner;
+  round->id = id;
+  round->then = std::move(then);
+  auto done = [this, round](std::error_code ec, reply) { undo_answered(round, ec); };
   const auto& proto = protocol_of(kind);
   hold* h = find(name, owner, kind);
   release_request u;
   u.name = name;
   u.field = scratch_field(owner);
   u.id = id;
-  auto request = random_token();
+  if (request.empty()) request = random_token();
+  round->request = request;
   u.request = request;
   u.remaining_lease = c_.cfg().watchdog_timeout;
   u.expected = ((h && !h->lost) ? static_cast<long long>(h->levels.size()) : 0) + 1;
@@ -321,12 +339,33 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   if (const lua_script* g = proto.give_up_script()) {
     // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
     // order, after the undo.
-    c_.exec_script(name, proto.undo_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+    round->parts = 2;
+    c_.exec_script(name, proto.undo_script(), std::move(a), done, false, true);
     arg_list b;
     proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, ms(0), true});
     return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
   }
+  round->parts = 1;
   c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
+}
+
+// The undo was fire-and-forget: one whose own reply never came (the reconnect that carried it failed
+// too, or it timed out) left the grant on the server, held for a lease by nobody, and a re-entry by
+// the same owner counted one level too many for good. Once every part of a round has answered, a
+// round that may not have reached the server is sent again, at once, so that it stays ahead of the
+// owner's later commands on the connection; the same request id makes its latch count it once if
+// the first did run. The expected count is read again from the hold as it is then. It goes on until
+// the server answers or the client closes; `then` (a cancelled acquisition's completion) does not
+// wait for the resends.
+void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec) {
+  if (ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
+      ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server)
+    r->resend = true;
+  if (--r->parts > 0) return;
+  auto then = std::move(r->then);
+  r->then = nullptr;
+  if (r->resend && !closed_) undo_acquire(r->name, r->kind, r->owner, r->id, nullptr, r->request);
+  if (then) then();
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was

@@ -120,8 +120,11 @@ class lock_service {
   ms queue_allowance(std::optional<ms> wait) const;
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
+  // `request`: the id of an earlier sending of the same undo, whose reply never came.
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                    unique_function<void()> then = nullptr);
+                    unique_function<void()> then = nullptr, std::string request = {});
+  struct undo_round;
+  void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);

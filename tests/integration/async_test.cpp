@@ -223,6 +223,52 @@ TEST_F(async_test, an_unlock_message_skips_a_waiter_cancelled_with_its_attempt_o
   l.async_unlock(b, asio::use_future).get();
 }
 
+// The grant of an attempt whose reply was lost is given back by an undo. When the undo cannot be
+// delivered either (the reconnect goes nowhere), it is sent again until the server answers it.
+// Before, it was sent once and forgotten: the grant stayed on the server for a lease, held by
+// nobody (a reentrant owner's next attempt even re-entered it: one level too many, so the lock
+// stayed held after its last unlock).
+TEST_F(async_test, an_undo_that_cannot_be_delivered_is_sent_again) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 500ms;
+  conf.connect_timeout = 300ms;
+  conf.sync_lane = false;
+  client c{conf};
+  c.ping();
+  for (auto kind : {lock_kind::reentrant, lock_kind::mutex, lock_kind::fair}) {
+    const std::string name = "undo-lost:" + std::to_string(static_cast<int>(kind));
+    SCOPED_TRACE(name);
+    auto l = kind == lock_kind::mutex  ? detail::lock_handle(c.mutex(name))
+             : kind == lock_kind::fair ? detail::lock_handle(c.fair_lock(name))
+                                       : detail::lock_handle(c.lock(name));
+    const owner_id o = c.new_owner();
+    // The scripts are loaded first: the reply lost below must be the grant's, not a NOSCRIPT.
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    l.async_unlock(o, asio::use_future).get();
+    const auto accepted = proxy.accepted();
+    proxy.lose_next_reply();  // the grant runs, its reply is lost, the connection is reset
+    proxy.blackhole(true);    // and the reconnects that would carry the undo go nowhere
+    try {
+      l.async_try_lock(o, 0ms, asio::use_future).get();
+      ADD_FAILURE() << "the attempt whose reply was lost succeeded";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), errc::connection_lost) << e.what();
+    }
+    // A second connection attempt: the first timed out, and the undo queued on it failed with it.
+    ASSERT_TRUE(proxy.wait_for([&] { return proxy.accepted() >= accepted + 2; }, 5000ms));
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 1);  // the grant is still there
+    proxy.blackhole(false);
+    proxy.drop_all();
+    EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 0; }, 5000ms)) << "the grant leaked";
+    // The owner starts afresh: one level, freed by one unlock.
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    l.async_unlock(o, asio::use_future).get();
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+  }
+}
+
 // The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer
 // wins, the acquisition is cancelled, and nothing is left held.
 TEST_F(async_test, awaitable_operators_race_an_acquisition_against_a_timer) {
