@@ -210,6 +210,8 @@ lock_service::lock_service(client_impl& c)
 
 lock_service::~lock_service() = default;
 
+ms lock_service::lost_hold_kept{std::chrono::minutes(5)};
+
 // How long a retried release's latch lives: longer than any earlier attempt of it can stay stuck in
 // a dead connection's buffers before the server reads it.
 ms lock_service::latch_ttl() const { return std::max<ms>(ms(60000), 10 * c_.cfg().request_timeout); }
@@ -413,6 +415,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
   if (fenced && !protocol_of(kind).fencing()) return h(errc::invalid_argument, false);
+  if (!lost_.empty()) prune_lost(clock::now());
   if (auto* held = find(name, owner, kind)) {
     // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
     // mutex again) must not silently start a new hold in the middle of a critical section that is
@@ -554,11 +557,17 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   }
   if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", info);
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
-  // a fixed-lease lock that is never unlocked is a common pattern.
+  // a fixed-lease lock that is never unlocked is a common pattern. The watchdog's timer drops it
+  // lost_hold_kept after the loss.
   auto now = clock::now();
   auto self = holds_.find(key{h.name, h.owner, h.kind});
   if (self != holds_.end()) lost_.emplace_back(now, *self);
-  while (!lost_.empty() && now - lost_.front().first > std::chrono::minutes(5)) {
+  prune_lost(now);
+  arm_watchdog();
+}
+
+void lock_service::prune_lost(clock::time_point now) {
+  while (!lost_.empty() && now - lost_.front().first >= lost_hold_kept) {
     if (auto old = lost_.front().second.lock(); old && old->lost) erase(old.get());
     lost_.pop_front();
   }
@@ -1104,6 +1113,8 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
 
 void lock_service::arm_watchdog() {
   auto next = schedule_.next();
+  // Also when the oldest lost hold is due to be dropped (it is no longer in the schedule).
+  if (!lost_.empty()) next = std::min(next, lost_.front().first + lost_hold_kept);
   if (next == clock::time_point::max() || closed_) return;
   if (next >= wd_armed_at_) return;
   wd_armed_at_ = next;
@@ -1119,6 +1130,7 @@ void lock_service::arm_watchdog() {
 }
 
 void lock_service::on_watchdog_timer() {
+  prune_lost(clock::now());
   auto due = schedule_.take_due(clock::now());
   std::vector<std::shared_ptr<hold>> batch;
   batch.reserve(due.renew.size());

@@ -80,6 +80,10 @@ class lock_service {
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
   local_view view(std::string_view name, owner_id owner, lock_kind kind, bool want_token);
 
+  /// How long a lost hold that its owner never unlocks is kept (so that its next unlock or
+  /// acquisition can say lock_lost): five minutes. Tests shorten it, before making a client.
+  static ms lost_hold_kept;
+
   void on_command_connection_up();
   /// The master changed (topology_events::on_failover): checks every hold on the new one at once.
   void on_failover(const std::string& what);
@@ -131,6 +135,8 @@ class lock_service {
   hold* find(std::string_view name, owner_id owner, lock_kind kind) const;
   void erase(hold* h);
   void mark_lost(hold& h, lost_reason why);
+  // Drops the lost holds lost lost_hold_kept ago or more.
+  void prune_lost(clock::time_point now);
   void reschedule(hold& h);
   void arm_watchdog();
   void on_watchdog_timer();

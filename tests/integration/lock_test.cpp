@@ -12,6 +12,7 @@
 
 #include <asio/use_future.hpp>
 
+#include "lock/lock_service.hpp"
 #include "lock_test_support.hpp"
 #include "redlease_lua.hpp"
 
@@ -626,6 +627,35 @@ TEST_F(lock_test, a_woken_waiter_that_gives_up_passes_the_wake_up_on) {
   EXPECT_TRUE(fb.get());
   EXPECT_LT(ms_since(t0), 2000);
   l.async_unlock(b, asio::use_future).get();
+}
+
+// A lost hold that its owner never unlocks is dropped lost_hold_kept after the loss (five minutes;
+// shortened here), by the watchdog's timer, with no other lock of the client lost meanwhile.
+// Before, only a later loss dropped it: the owner's acquisitions of that name failed with lock_lost
+// for ever, and the hold stayed in held_locks and in the local view.
+TEST_F(lock_test, a_lost_hold_never_unlocked_is_dropped_after_a_while) {
+  struct shortened {
+    std::chrono::milliseconds saved = detail::lock_service::lost_hold_kept;
+    shortened() { detail::lock_service::lost_hold_kept = 500ms; }
+    ~shortened() { detail::lock_service::lost_hold_kept = saved; }
+  } kept;
+  {
+    client c{cfg()};
+    auto l = c.lock("lost-kept");
+    std::promise<void> lost;
+    l.on_lost([&](const lost_info&) { lost.set_value(); });
+    l.lock(300ms);  // a fixed lease, never unlocked
+    ASSERT_EQ(lost.get_future().wait_for(5s), std::future_status::ready);
+    std::error_code ec;
+    EXPECT_FALSE(l.try_lock(0ms, ec));
+    EXPECT_EQ(ec, errc::lock_lost);
+    EXPECT_EQ(c.stats().held_locks, 1u);
+    EXPECT_TRUE(eventually([&] { return c.stats().held_locks == 0; }, 3000ms)) << "the lost hold was kept";
+    EXPECT_EQ(l.valid_until(), steady::time_point::min());
+    EXPECT_TRUE(l.try_lock(0ms, ec)) << ec.message();
+    l.unlock();
+    l.on_lost(nullptr);
+  }
 }
 
 TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
