@@ -38,6 +38,13 @@ bool transient(std::error_code ec, const config& cfg) {
          ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec, cfg);
 }
 
+// A request written whose reply never came: it may have run. The connection dropped, it timed out
+// (and may still run late), or the stream broke (a protocol error fails every request written on
+// the connection, though the server ran them).
+bool outcome_unknown(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error;
+}
+
 bool valid_duration(ms d, bool allow_zero) {
   return (allow_zero ? d.count() >= 0 : d.count() > 0) && d <= max_duration;
 }
@@ -305,6 +312,7 @@ struct lock_service::undo_round {
   std::string request;
   int parts = 0;        // sends not answered yet
   bool resend = false;  // one of them may not have reached the server
+  bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
   unique_function<void()> then;
 };
 
@@ -363,10 +371,25 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
   if (ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
       ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server)
     r->resend = true;
+  // After a protocol error the connection fails new requests at once until its next attempt: sent
+  // again at once, the undo would fail again, in a loop. It waits a reconnect delay instead.
+  if (ec == errc::protocol_error) r->later = true;
   if (--r->parts > 0) return;
   auto then = std::move(r->then);
   r->then = nullptr;
-  if (r->resend && !closed_) undo_acquire(r->name, r->kind, r->owner, r->id, nullptr, r->request);
+  if (r->later && !closed_) {
+    auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(c_.cfg().reconnect_max_delay, ms(50)));
+    timers_.insert(t);
+    t->async_wait([this, t, r, life = c_.weak_from_this()](std::error_code e) {
+      if (e) return;  // cancelled by close(): the engine may be gone
+      keep_client keep(life);
+      if (!keep) return;
+      timers_.erase(t);
+      if (!closed_) undo_acquire(r->name, r->kind, r->owner, r->id, nullptr, r->request);
+    });
+  } else if (r->resend && !closed_) {
+    undo_acquire(r->name, r->kind, r->owner, r->id, nullptr, r->request);
+  }
   if (then) then();
 }
 
@@ -447,7 +470,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (outcome_unknown(ec)) undo_acquire(w->name, w->kind, w->owner, w->id);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
@@ -804,7 +827,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(w->name, w->kind, w->owner, w->id);
+            if (outcome_unknown(ec)) undo_acquire(w->name, w->kind, w->owner, w->id);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
@@ -967,7 +990,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
 // late) is retried in retry mode; the retry goes out on the same connection after the first, so
 // the server sees them in order.
 static bool release_unknown(std::error_code ec) {
-  return ec == errc::connection_lost || ec == errc::request_timeout;
+  return outcome_unknown(ec);
 }
 
 // Drops one level of a hold whose lock is gone; the hold goes with its last level, so every unlock
@@ -1298,12 +1321,12 @@ void lock_service::on_failover(const std::string& what) {
 
 void lock_service::verify_later(std::shared_ptr<hold> h, const renew_context& ctx) {
   auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(interval_ / 4, ms(5)));
-  verify_timers_.insert(t);  // cancelled by close(): a pending wait would hold up the I/O thread's end
+  timers_.insert(t);
   t->async_wait([this, t, h = std::move(h), ctx, life = c_.weak_from_this()](std::error_code ec) {
     if (ec) return;  // cancelled by close(): the engine may be gone
     keep_client keep(life);
     if (!keep) return;
-    verify_timers_.erase(t);
+    timers_.erase(t);
     if (closed_ || h->lost || h->removed) return;
     send_renewals({h}, ctx);
   });
@@ -1314,8 +1337,8 @@ void lock_service::close() {
   closed_ = true;
   wd_timer_.cancel();
   linger_timer_.cancel();
-  for (auto& t : verify_timers_) t->cancel();
-  verify_timers_.clear();
+  for (auto& t : timers_) t->cancel();
+  timers_.clear();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
   for (auto& h : holds_) schedule_.remove(h.get());

@@ -200,8 +200,10 @@ class lock_service {
   std::string field_scratch_;
   asio::steady_timer linger_timer_;
   bool linger_armed_ = false;
-  // The timers of holds to check again after a failover (verify_later), cancelled at close.
-  std::unordered_set<std::shared_ptr<asio::steady_timer>> verify_timers_;
+  // One-shot timers (a hold to check again after a failover, an undo to send again), cancelled by
+  // close(): a pending wait would hold up the end of the I/O thread, and its handler must not run
+  // on an engine that may be gone.
+  std::unordered_set<std::shared_ptr<asio::steady_timer>> timers_;
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

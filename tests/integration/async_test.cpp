@@ -12,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
+#include <atomic>
 #include <future>
 
 #include "fault_proxy.hpp"
@@ -267,6 +268,90 @@ TEST_F(async_test, an_undo_that_cannot_be_delivered_is_sent_again) {
     l.async_unlock(o, asio::use_future).get();
     EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
   }
+}
+
+// A protocol fault (here: a reply over max_reply_elements, read before the lock's reply) fails every
+// request written on the connection with protocol_error, although the server ran them. A grant or a
+// release is then as unknown as after a dropped connection. Before, both were taken as not done: the
+// grant stayed on the server for a lease, held by nobody; the release was not retried, and the
+// owner's next unlock, in first-attempt mode, took a second level: it freed the lock while the owner
+// still held a level, and reported that level lost.
+TEST_F(async_test, a_protocol_fault_leaves_a_grant_or_release_unknown_not_undone) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.sync_lane = false;
+  conf.max_reply_elements = 64;
+  std::vector<std::string> push{"RPUSH", "big"};
+  for (int i = 0; i < 100; ++i) push.push_back("x");
+  raw().command(push);
+  client c{conf};
+  auto l = c.lock("pfault");
+  const owner_id o = c.new_owner();
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info&) { ++lost; });
+  // The scripts are loaded first: the commands below run at once on the server.
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  l.async_unlock(o, asio::use_future).get();
+  // The fault comes in the reply before the lock's: both commands are written, then delivered.
+  auto faulted = [&](auto&& start) {
+    proxy.stall(true);
+    const auto c0 = c.stats().commands;
+    auto big = c.async_command(std::vector<std::string>{"LRANGE", "big", "0", "-1"}, asio::use_future);
+    auto op = start();
+    EXPECT_TRUE(eventually([&] { return c.stats().commands >= c0 + 2; }));
+    proxy.stall(false);
+    try {
+      big.get();
+      ADD_FAILURE() << "the reply over the bounds was taken";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), errc::protocol_error) << e.what();
+    }
+    return op;
+  };
+
+  // A grant: undone once the connection is back.
+  auto grant = faulted([&] { return l.async_try_lock(o, 0ms, asio::use_future); });
+  try {
+    grant.get();
+    ADD_FAILURE() << "the attempt succeeded";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::protocol_error) << e.what();
+  }
+  EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", "pfault"}).integer == 0; })) << "the grant leaked";
+  // Until it reconnects, the connection fails requests at once with the protocol error.
+  auto back = [&] {
+    return eventually([&] {
+      std::error_code e;
+      c.ping(e);
+      return !e;
+    });
+  };
+  ASSERT_TRUE(back());
+  raw()({"DEL", "pfault"});  // whatever a leaked grant left: the release below is checked alone
+
+  // A release: retried in retry mode (or continued by the next unlock), never taken twice.
+  l.async_lock(o, asio::use_future).get();
+  l.async_lock(o, asio::use_future).get();
+  auto release = faulted([&] { return l.async_unlock(o, asio::use_future); });
+  std::error_code ec;
+  try {
+    release.get();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (ec) {
+    EXPECT_EQ(ec, errc::protocol_error);
+    ASSERT_TRUE(back());
+    l.async_unlock(o, asio::use_future).get();  // continues the first, in retry mode
+  }
+  const std::string field = c.id() + ":" + std::to_string(o);
+  EXPECT_EQ(raw()({"HGET", "pfault", field}).str, "1") << "a second level was taken";
+  EXPECT_TRUE(l.valid(o));
+  l.async_unlock(o, asio::use_future).get();
+  EXPECT_EQ(raw()({"EXISTS", "pfault"}).integer, 0);
+  EXPECT_EQ(lost.load(), 0);
+  l.on_lost(nullptr);
 }
 
 // The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer
