@@ -474,7 +474,8 @@ using lock = reentrant_lock;
 
 /// A non-reentrant lock: `SET name <128-bit random token> NX PX lease`, released by
 /// compare-and-delete, renewed by compare-and-PEXPIRE (the layout of redis-py, redsync,
-/// node-redlock). Re-acquiring by the owner that holds it fails with `errc::would_deadlock`.
+/// node-redlock). Re-acquiring by the owner that holds it fails with `errc::would_deadlock` (an
+/// acquisition that was waiting when the same owner's other one got it too, at its next attempt).
 /// A release by redlease publishes on `redlease_mutex__channel:{name}` so waiters wake at once;
 /// holders from other libraries do not publish, so waiters re-check at least every
 /// `config::mutex_poll_cap`, or on the key's keyspace events when the server sends them.

@@ -496,15 +496,23 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
   auto it = holds_.find(key{name, owner, kind});
   std::shared_ptr<hold> h;
   bool fresh = false;
-  if (it != holds_.end() && !(*it)->lost) {
+  const auto& proto = protocol_of(kind);
+  if (it != holds_.end() && !(*it)->lost && proto.reentrant()) {
     h = *it;
   } else {
-    if (it != holds_.end()) erase(it->get());
+    if (it != holds_.end()) {
+      // A kind that cannot be re-entered granted to an owner that holds it (two acquisitions were
+      // on the wire at once): the grant found the key free, so the hold known before is gone. It
+      // is reported lost; the grant is a hold of its own, with its own token.
+      auto old = *it;
+      if (!old->lost) mark_lost(*old, lost_reason::deleted);
+      erase(old.get());
+    }
     h = std::make_shared<hold>();
     h->name = name;
     h->owner = owner;
     h->kind = kind;
-    if (protocol_of(kind).per_attempt_id()) h->token = id;
+    if (proto.per_attempt_id()) h->token = id;
     fresh = true;
   }
   if (slot) h->slot = slot;
@@ -817,6 +825,14 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   if (w->trying) {
     w->again = true;
     return;
+  }
+  // The owner took this lock meanwhile (another acquisition of an async owner's): a kind that
+  // cannot be re-entered would wait for itself, as acquire() says at the start. Granted anyway
+  // (the owner's key vanished from the server before the client noticed), a second hold would
+  // share the first's token.
+  if (!protocol_of(w->kind).reentrant()) {
+    if (auto* held = find(w->name, w->owner, w->kind); held && !held->lost)
+      return finish_waiter(w, errc::would_deadlock, false);
   }
   w->trying = true;
   w->again = false;
