@@ -62,6 +62,8 @@ class category final : public std::error_category {
       case errc::not_replicated: return "fewer replicas than config::replica_ack acknowledged the write in time";
       case errc::no_sentinel: return "no Sentinel answered with the master's address";
       case errc::master_switched: return "the master changed (failover) and the key had not reached the new master";
+      case errc::attempts_exhausted:
+        return "the lock stayed held by another owner through every attempt the wait strategy allows (max_attempts)";
     }
     return "unknown redlease error";
   }
@@ -95,6 +97,7 @@ class category final : public std::error_category {
       case errc::tls_client_certificate_required: return std::errc::permission_denied;
       case errc::tls_expected_by_server: return std::errc::connection_reset;
       case errc::tls_not_offered_by_server: return std::errc::protocol_error;
+      case errc::attempts_exhausted: return std::errc::resource_unavailable_try_again;
       default: return {ev, *this};
     }
   }

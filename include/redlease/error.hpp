@@ -117,6 +117,11 @@ enum class errc {
   /// The master changed (a Sentinel failover) and the lock's key had not reached the new master:
   /// the `cause` of a lock lost that way (`lost_info`).
   master_switched,
+  /// A wait without a deadline (`lock()`, `async_lock`, `lock_and_get_token`) ran out of the
+  /// `max_attempts` of its backoff `wait_strategy` while the lock stayed held by someone else: it
+  /// ends without the lock, and says so (a wait with a deadline, `try_lock(wait)`, returns false
+  /// instead). Not a cancellation: nothing aborted it.
+  attempts_exhausted,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.
@@ -135,7 +140,7 @@ const std::error_category& error_category() noexcept;
 /// `tls_not_supported` == `std::errc::protocol_not_supported`, `tls_client_certificate_required` ==
 /// `std::errc::permission_denied`, `tls_expected_by_server` == `std::errc::connection_reset`,
 /// `tls_not_offered_by_server` == `std::errc::protocol_error` (the other TLS codes have no
-/// portable counterpart). They
+/// portable counterpart), `attempts_exhausted` == `std::errc::resource_unavailable_try_again`. They
 /// also match the same conditions in Asio's system category: `ec ==
 /// asio::error_code(asio::error::operation_aborted).default_error_condition()` holds for
 /// `errc::operation_aborted`. (Two *codes* of different categories never compare equal in C++.)

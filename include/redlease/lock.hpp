@@ -12,6 +12,7 @@
 #include <asio/cancellation_type.hpp>
 
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -71,7 +72,10 @@ using lost_handler = std::function<void(const lost_info&)>;
 /// seeds' retry loop, for deployments where pub/sub is unavailable (a proxy that does not forward
 /// it, ACLs without `&channel` rights): it retries after `initial`, multiplying the delay by
 /// `multiplier` up to `max`, each delay shortened by a random share of up to `jitter` (0..1), and
-/// gives up (returns false) after `max_attempts` retries (0: until the wait runs out).
+/// gives up after `max_attempts` retries (0: until the wait runs out): a wait with a deadline
+/// (`try_lock(wait)`) then returns false; a wait without one (`lock()`, `async_lock`,
+/// `lock_and_get_token`) fails with `errc::attempts_exhausted`, so that it never returns without
+/// the lock and without an error.
 struct wait_strategy {
   /// The pub/sub strategy (default).
   static wait_strategy pubsub() { return {}; }
@@ -89,10 +93,11 @@ struct wait_strategy {
   }
   bool use_backoff = false;                   ///< false: pub/sub
   std::chrono::milliseconds initial{10};      ///< first retry delay
-  std::chrono::milliseconds max{1000};        ///< largest retry delay
+  std::chrono::milliseconds max{1000};        ///< largest retry delay (at most 2^40 ms count)
   double multiplier = 2.0;                    ///< growth of the delay per retry (>= 1)
   double jitter = 0.5;                        ///< share of each delay that is random (0..1)
   unsigned max_attempts = 0;                  ///< retries before giving up; 0: until the wait ends
+                                              ///< (`lock()` then fails: `errc::attempts_exhausted`)
 };
 
 /// What kind of lock a handle drives.
@@ -105,6 +110,19 @@ enum class lock_kind : std::uint8_t {
 };
 
 namespace detail {
+
+/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
+/// rejected as invalid rather than overflowing time arithmetic.
+inline constexpr std::chrono::milliseconds max_duration{1LL << 40};
+
+/// A wait of `d` milliseconds in whole milliseconds, rounded up and saturated at
+/// ±`max_duration`: a TimedLockable wait of any length and unit converts without overflow.
+inline std::chrono::milliseconds saturated_wait(double d) noexcept {
+  const double cap = static_cast<double>(max_duration.count());
+  if (!(d < cap)) return max_duration;  // NaN too
+  if (d <= -cap) return -max_duration;
+  return std::chrono::milliseconds(static_cast<long long>(std::ceil(d)));
+}
 
 struct lost_slot;
 struct acquire_cancel;
@@ -132,7 +150,8 @@ class lock_handle {
   /// Waits for the lock without limit; the watchdog keeps it (lease `config::watchdog_timeout`,
   /// renewed every third of it) until the last unlock. Every acquiring call fails with
   /// `errc::lock_lost` while this owner's hold is known lost and not yet unlocked (re-entering a
-  /// broken critical section must not silently take a new lock).
+  /// broken critical section must not silently take a new lock). Returns only with the lock: a
+  /// backoff wait strategy whose `max_attempts` run out fails with `errc::attempts_exhausted`.
   void lock();
   void lock(std::error_code& ec);
   /// Waits for the lock without limit; holds it for `lease`, with no renewal.
@@ -147,16 +166,20 @@ class lock_handle {
   /// Waits up to `wait`; holds for `lease` with no renewal.
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease);
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec);
-  /// TimedLockable: waits up to `d`, watchdog lease.
+  /// TimedLockable: waits up to `d` (rounded up to whole milliseconds; a wait longer than about
+  /// 34 years, `hours::max()` say, is one of 2^40 ms), watchdog lease.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return try_lock(std::chrono::ceil<std::chrono::milliseconds>(d));
+    return try_lock(saturated_wait(std::chrono::duration<double, std::milli>(d).count()));
   }
-  /// TimedLockable: waits until `tp`, watchdog lease.
+  /// TimedLockable: waits until `tp` (one attempt if it has passed), watchdog lease.
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& tp) {
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(tp - Clock::now());
-    return try_lock(left < std::chrono::milliseconds::zero() ? std::chrono::milliseconds::zero() : left);
+    // Subtracted as floating-point milliseconds: `time_point::min()`, or `max()` of a coarse
+    // duration, would overflow the clock's integer arithmetic.
+    using fms = std::chrono::duration<double, std::milli>;
+    double left = fms(tp.time_since_epoch()).count() - fms(Clock::now().time_since_epoch()).count();
+    return try_lock(left > 0 ? saturated_wait(left) : std::chrono::milliseconds::zero());
   }
   // ---- fencing tokens ---------------------------------------------------------------------------
   // A fenced acquisition also takes a fencing token: a 64-bit number that never repeats and only
@@ -255,7 +278,9 @@ class lock_handle {
   // operators, parallel groups), of any type: a cancelled acquisition completes with
   // `errc::operation_aborted` and leaves nothing behind on the server. If an attempt was on the wire
   // it is waited for, and a grant it brought is released before the completion, so the lock is
-  // never held after a cancelled acquisition (Asio's "total" cancellation guarantee).
+  // never held after a cancelled acquisition (Asio's "total" cancellation guarantee). (If that
+  // release's own reply is lost, the operation still completes, and the release is sent again
+  // until the server answers it.)
 
   /// Waits for the lock without limit, watchdog lease. Signature `void(std::error_code)`.
   template <class CompletionToken>
@@ -468,7 +493,8 @@ using lock = reentrant_lock;
 
 /// A non-reentrant lock: `SET name <128-bit random token> NX PX lease`, released by
 /// compare-and-delete, renewed by compare-and-PEXPIRE (the layout of redis-py, redsync,
-/// node-redlock). Re-acquiring by the owner that holds it fails with `errc::would_deadlock`.
+/// node-redlock). Re-acquiring by the owner that holds it fails with `errc::would_deadlock` (an
+/// acquisition that was waiting when the same owner's other one got it too, at its next attempt).
 /// A release by redlease publishes on `redlease_mutex__channel:{name}` so waiters wake at once;
 /// holders from other libraries do not publish, so waiters re-check at least every
 /// `config::mutex_poll_cap`, or on the key's keyspace events when the server sends them.

@@ -23,6 +23,13 @@ void raise_if(const std::error_code& ec, const detail::lock_handle& l, const cha
   if (ec) throw_if(ec, context(l, op).c_str());
 }
 
+// A wait without a bound only ends in the lock or an error (the engine sees to it: a backoff
+// strategy's max_attempts ends it with attempts_exhausted); this keeps lock() and async_lock from
+// ever completing "not acquired" without one.
+void lock_or_error(bool got, std::error_code& ec) {
+  if (!got && !ec) ec = errc::attempts_exhausted;
+}
+
 }  // namespace
 
 owner_id this_thread_owner() noexcept {
@@ -83,8 +90,8 @@ void lock_handle::async_acquire_impl(owner_id owner, std::optional<ms> wait, std
     if (closed) return h(errc::client_closed);
     c->locks().acquire(std::move(name), kind, owner, wait, lease, std::move(slot), ws,
                        [h = std::move(h)](std::error_code ec, bool got) mutable {
-                         // Waiting without a bound only ends in the lock or an error.
-                         h(ec ? ec : (got ? std::error_code{} : std::error_code(errc::operation_aborted)));
+                         lock_or_error(got, ec);
+                         h(ec);
                        },
                        std::move(cancel));
   });
@@ -108,7 +115,7 @@ void lock_handle::async_fenced_impl(owner_id owner, std::optional<ms> wait, std:
     // The hold (with its token) is in the table before this completion runs.
     locks->acquire(name, kind, owner, wait, lease, std::move(slot), ws,
                    [locks, name, owner, kind, wait, h = std::move(h)](std::error_code ec, bool got) mutable {
-                     if (!ec && !got && !wait) ec = errc::operation_aborted;
+                     if (!wait) lock_or_error(got, ec);
                      h(ec, !ec && got ? locks->view(name, owner, kind, false).fence : 0);
                    },
                    std::move(cancel), true);
@@ -187,9 +194,10 @@ T sync(client_impl& c, std::error_code& ec, F&& f) {
 
 void lock_handle::lock(std::error_code& ec) {
   auto owner = this_thread_owner();
-  sync<bool>(*client_, ec, [&](bool_handler done) {
+  bool got = sync<bool>(*client_, ec, [&](bool_handler done) {
     client_->locks().acquire(name_, kind_, owner, std::nullopt, std::nullopt, state_, wait_, std::move(done));
   });
+  lock_or_error(got, ec);
 }
 void lock_handle::lock() {
   std::error_code ec;
@@ -199,9 +207,10 @@ void lock_handle::lock() {
 
 void lock_handle::lock(std::chrono::milliseconds lease, std::error_code& ec) {
   auto owner = this_thread_owner();
-  sync<bool>(*client_, ec, [&](bool_handler done) {
+  bool got = sync<bool>(*client_, ec, [&](bool_handler done) {
     client_->locks().acquire(name_, kind_, owner, std::nullopt, lease, state_, wait_, std::move(done));
   });
+  lock_or_error(got, ec);
 }
 void lock_handle::lock(std::chrono::milliseconds lease) {
   std::error_code ec;

@@ -38,9 +38,41 @@ bool transient(std::error_code ec, const config& cfg) {
          ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec, cfg);
 }
 
+// A request written whose reply never came: it may have run. The connection dropped, it timed out
+// (and may still run late), or the stream broke (a protocol error fails every request written on
+// the connection, though the server ran them).
+bool outcome_unknown(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error;
+}
+
 bool valid_duration(ms d, bool allow_zero) {
   return (allow_zero ? d.count() >= 0 : d.count() > 0) && d <= max_duration;
 }
+
+// The client, kept alive for the rest of a handler of the engine that runs user code (on_lost, a
+// stop callback of lost_token, config::on_error). That code may drop the client's last reference
+// (a worker that tears itself down when it loses its lock): the engine must not be freed under the
+// handler, which goes on using it. If the handler ends up holding the last reference, the client
+// goes in a handler of its own, after the frames that called this one (a connection's, a
+// subscriber's, a timer's) have returned. Empty inside the client's destructor (which closes the
+// engine: the handlers it runs there finish before it is freed) and once the client is gone.
+class keep_client {
+ public:
+  explicit keep_client(const std::weak_ptr<client_impl>& c) : p_(c.lock()) {}
+  explicit keep_client(client_impl& c) : keep_client(c.weak_from_this()) {}
+  keep_client(const keep_client&) = delete;
+  keep_client& operator=(const keep_client&) = delete;
+  ~keep_client() {
+    if (p_ && p_.use_count() == 1) {
+      auto ex = p_->executor();
+      asio::post(ex, [p = std::move(p_)]() mutable { p.reset(); });
+    }
+  }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+
+ private:
+  std::shared_ptr<client_impl> p_;
+};
 
 }  // namespace
 
@@ -130,6 +162,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   asio::steady_timer timer;
   bool trying = false;
   bool again = false;     // a wake-up came while an attempt was on the wire
+  bool woken = false;     // an unlock message woke this waiter alone: passed on if it gives up
   bool finished = false;
   bool cancelled = false;  // cancelled while an attempt was on the wire: ends when it answers
   bool poll_capped = false;
@@ -150,7 +183,7 @@ struct lock_service::channel_entry final : subscriber::listener {
   std::string channel;
   bool keyspace = false;
   bool lingers = false;        // stays subscribed for a while without waiters (see join_channel)
-  bool missed = false;         // a message came while nobody waited on it
+  bool missed = false;         // a message came while nobody (who would try) waited on it
   clock::time_point idle_since{};
   std::list<waiter*> waiters;  // FIFO: a plain unlock wakes the longest waiting
 
@@ -193,6 +226,8 @@ lock_service::lock_service(client_impl& c)
       linger_timer_(c.executor()) {}
 
 lock_service::~lock_service() = default;
+
+ms lock_service::lost_hold_kept{std::chrono::minutes(5)};
 
 // How long a retried release's latch lives: longer than any earlier attempt of it can stay stuck in
 // a dead connection's buffers before the server reads it.
@@ -278,6 +313,21 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   });
 }
 
+// One sending of an undo, and of the give-up that goes with it.
+struct lock_service::undo_round {
+  std::string name;
+  lock_kind kind = lock_kind::reentrant;
+  owner_id owner = 0;
+  std::string id;
+  std::string request;
+  bool queued = false;  // the attempt may have queued the owner (a fair lock): leave the queue too
+  ms allowance{0};      // ... with the allowance it queued with
+  int parts = 0;        // sends not answered yet
+  bool resend = false;  // one of them may not have reached the server
+  bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
+  unique_function<void()> then;
+};
+
 // The reply of an acquisition never came (the connection dropped, or it timed out and may still run
 // late): the script may have granted the lock. Undo that before anyone retries, or the hold would
 // leak (a held mutex, or one level too many). The undo queues behind the attempt on the same
@@ -285,20 +335,29 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
 void lock_service::undo_acquire(const waiter& w, unique_function<void()> then) {
-  const std::string& name = w.name;
-  const lock_kind kind = w.kind;
-  const owner_id owner = w.owner;
-  const std::string& id = w.id;
-  auto done = [then = std::move(then)](std::error_code, reply) mutable {
-    if (then) then();
-  };
+  undo_acquire(w.name, w.kind, w.owner, w.id, w.queue, w.allowance, std::move(then));
+}
+
+// An undo whose own reply never comes is sent again (undo_answered), under the same `request` id.
+void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
+                                bool queued, ms allowance, unique_function<void()> then, std::string request) {
+  auto round = std::make_shared<undo_round>();
+  round->name = name;
+  round->kind = kind;
+  round->owner = owner;
+  round->id = id;
+  round->queued = queued;
+  round->allowance = allowance;
+  round->then = std::move(then);
+  auto done = [this, round](std::error_code ec, reply) { undo_answered(round, ec); };
   const auto& proto = protocol_of(kind);
   hold* h = find(name, owner, kind);
   release_request u;
   u.name = name;
   u.field = scratch_field(owner);
   u.id = id;
-  auto request = random_token();
+  if (request.empty()) request = random_token();
+  round->request = request;
   u.request = request;
   // The levels known before the lost grant keep their lease (as release_hold gives it): an outer
   // fixed lease of ten minutes must not come back as the watchdog's 30 s, which nothing renews.
@@ -310,16 +369,52 @@ void lock_service::undo_acquire(const waiter& w, unique_function<void()> then) {
   arg_list a;
   proto.encode_undo(a, u);
   const lua_script* g = proto.give_up_script();
-  if (g != nullptr && w.queue) {
+  if (g != nullptr && queued) {
     // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
     // order, after the undo, with the allowance it queued with (the deadlines behind it lose that
-    // much, no more). A single attempt (w.queue false) never queues: nothing to leave.
-    c_.exec_script(name, proto.undo_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+    // much, no more). A single attempt (queued false) never queues: nothing to leave.
+    round->parts = 2;
+    c_.exec_script(name, proto.undo_script(), std::move(a), done, false, true);
     arg_list b;
-    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, w.allowance, true});
+    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, allowance, true});
     return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
   }
+  round->parts = 1;
   c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
+}
+
+// The undo was fire-and-forget: one whose own reply never came (the reconnect that carried it failed
+// too, or it timed out) left the grant on the server, held for a lease by nobody, and a re-entry by
+// the same owner counted one level too many for good. Once every part of a round has answered, a
+// round that may not have reached the server is sent again, at once, so that it stays ahead of the
+// owner's later commands on the connection; the same request id makes its latch count it once if
+// the first did run. The expected count is read again from the hold as it is then. It goes on until
+// the server answers or the client closes; `then` (a cancelled acquisition's completion) does not
+// wait for the resends.
+void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec) {
+  if (ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
+      ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server)
+    r->resend = true;
+  // After a protocol error the connection fails new requests at once until its next attempt: sent
+  // again at once, the undo would fail again, in a loop. It waits a reconnect delay instead.
+  if (ec == errc::protocol_error) r->later = true;
+  if (--r->parts > 0) return;
+  auto then = std::move(r->then);
+  r->then = nullptr;
+  if (r->later && !closed_) {
+    auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(c_.cfg().reconnect_max_delay, ms(50)));
+    timers_.insert(t);
+    t->async_wait([this, t, r, life = c_.weak_from_this()](std::error_code e) {
+      if (e) return;  // cancelled by close(): the engine may be gone
+      keep_client keep(life);
+      if (!keep) return;
+      timers_.erase(t);
+      if (!closed_) undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
+    });
+  } else if (r->resend && !closed_) {
+    undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
+  }
+  if (then) then();
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -367,6 +462,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
   if (fenced && !protocol_of(kind).fencing()) return h(errc::invalid_argument, false);
+  if (!lost_.empty()) prune_lost(clock::now());
   if (auto* held = find(name, owner, kind)) {
     // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
     // mutex again) must not silently start a new hold in the middle of a critical section that is
@@ -383,7 +479,11 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (wait) w->deadline = clock::now() + *wait;
   w->slot = std::move(slot);
   w->how = how;
-  w->next_delay = how.initial;
+  // A delay beyond the longest duration is "as long as it takes": clamped, so that adding it to
+  // the clock cannot overflow.
+  w->how.initial = std::min(w->how.initial, max_duration);
+  w->how.max = std::min(w->how.max, max_duration);
+  w->next_delay = w->how.initial;
   w->done = std::move(h);
   w->fenced = fenced;
   w->allowance = queue_allowance(wait);
@@ -394,7 +494,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
+            if (outcome_unknown(ec)) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
@@ -420,15 +520,23 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
   auto it = holds_.find(key{name, owner, kind});
   std::shared_ptr<hold> h;
   bool fresh = false;
-  if (it != holds_.end() && !(*it)->lost) {
+  const auto& proto = protocol_of(kind);
+  if (it != holds_.end() && !(*it)->lost && proto.reentrant()) {
     h = *it;
   } else {
-    if (it != holds_.end()) erase(it->get());
+    if (it != holds_.end()) {
+      // A kind that cannot be re-entered granted to an owner that holds it (two acquisitions were
+      // on the wire at once): the grant found the key free, so the hold known before is gone. It
+      // is reported lost; the grant is a hold of its own, with its own token.
+      auto old = *it;
+      if (!old->lost) mark_lost(*old, lost_reason::deleted);
+      erase(old.get());
+    }
     h = std::make_shared<hold>();
     h->name = name;
     h->owner = owner;
     h->kind = kind;
-    if (protocol_of(kind).per_attempt_id()) h->token = id;
+    if (proto.per_attempt_id()) h->token = id;
     fresh = true;
   }
   if (slot) h->slot = slot;
@@ -478,8 +586,11 @@ void lock_service::erase(hold* h) {
   }
 }
 
+// Runs user code (stop callbacks, on_lost): its callers hold the client (keep_client) for as long as
+// they go on using the engine after it.
 void lock_service::mark_lost(hold& h, lost_reason why) {
   if (h.lost) return;
+  keep_client client(c_);
   std::stop_source stop{std::nostopstate};
   {
     std::lock_guard<std::mutex> g(view_mu_);
@@ -501,11 +612,17 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
   }
   if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", info);
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
-  // a fixed-lease lock that is never unlocked is a common pattern.
+  // a fixed-lease lock that is never unlocked is a common pattern. The watchdog's timer drops it
+  // lost_hold_kept after the loss.
   auto now = clock::now();
   auto self = holds_.find(key{h.name, h.owner, h.kind});
   if (self != holds_.end()) lost_.emplace_back(now, *self);
-  while (!lost_.empty() && now - lost_.front().first > std::chrono::minutes(5)) {
+  prune_lost(now);
+  arm_watchdog();
+}
+
+void lock_service::prune_lost(clock::time_point now) {
+  while (!lost_.empty() && now - lost_.front().first >= lost_hold_kept) {
     if (auto old = lost_.front().second.lock(); old && old->lost) erase(old.get());
     lost_.pop_front();
   }
@@ -555,8 +672,12 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   bool retry = e.waiters.empty() && e.missed;
   e.missed = false;
   if (retry) {
-    asio::post(c_.executor(), [this, w] {
-      if (!closed_) waiter_try(w);
+    asio::post(c_.executor(), [this, w, life = c_.weak_from_this()] {
+      // close() finishes every waiter: check the waiter, and the client (gone once its last
+      // reference went on this thread), before the engine.
+      if (w->finished) return;
+      keep_client keep(life);
+      if (keep && !closed_) waiter_try(w);
     });
   }
   e.waiters.push_back(w.get());
@@ -572,6 +693,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
 // would sleep out the holder's whole lease. Say so once, and let the channel's waiters, and later
 // ones on it, retry with backoff instead.
 void lock_service::channel_refused(channel_entry& ch, std::error_code ec, const std::string& text) {
+  keep_client keep(c_);  // config::on_error runs below
   if (!subscribe_refusal_reported_) {
     subscribe_refusal_reported_ = true;
     report_background(c_.cfg(), "lock waiter", ec,
@@ -638,9 +760,14 @@ void lock_service::arm_linger() {
   if (linger_armed_ || closed_) return;
   linger_armed_ = true;
   linger_timer_.expires_after(linger_for);
-  linger_timer_.async_wait([this](std::error_code ec) {
+  linger_timer_.async_wait([this, life = c_.weak_from_this()](std::error_code ec) {
+    // Cancelled only by close(), after which the engine may be freed before this runs (the client's
+    // last reference went on its own thread): nothing of it is touched then.
+    if (ec) return;
+    keep_client keep(life);
+    if (!keep) return;
     linger_armed_ = false;
-    if (ec || closed_) return;
+    if (closed_) return;
     auto now = clock::now();
     bool more = false;
     for (auto it = channels_.begin(); it != channels_.end();) {
@@ -664,7 +791,6 @@ void lock_service::leave_channels(waiter& w) {
 }
 
 void lock_service::wake(channel_entry& ch, bool all) {
-  if (ch.waiters.empty()) ch.missed = true;
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
   // and it will not try again: a "0" it took would be lost to the waiters behind it.
@@ -672,8 +798,12 @@ void lock_service::wake(channel_entry& ch, bool all) {
   for (auto* w : ch.waiters) {
     if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
-    if (!all) break;
+    if (!all) {
+      w->woken = true;
+      break;
+    }
   }
+  if (targets.empty()) ch.missed = true;
   for (auto& w : targets) waiter_try(w);
 }
 
@@ -681,7 +811,13 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   auto now = clock::now();
   clock::time_point until = clock::time_point::max();
   if (w->how.use_backoff) {
-    if (w->how.max_attempts != 0 && w->retries >= w->how.max_attempts) return finish_waiter(w, w->last_error, false);
+    if (w->how.max_attempts != 0 && w->retries >= w->how.max_attempts) {
+      // Out of attempts. A wait with a deadline says "not acquired" (contention is not an error);
+      // one without (lock()) has no such answer: it must end in the lock or an error.
+      std::error_code ec = w->last_error;
+      if (!ec && !w->deadline) ec = errc::attempts_exhausted;
+      return finish_waiter(w, ec, false);
+    }
     ++w->retries;
     double share = std::uniform_real_distribution<double>(0.0, w->how.jitter)(rng_);
     auto delay = std::max<ms>(ms(1), ms(static_cast<long long>(static_cast<double>(w->next_delay.count()) * (1.0 - share))));
@@ -689,7 +825,8 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
     w->next_delay = grown >= static_cast<double>(w->how.max.count()) ? w->how.max : ms(static_cast<long long>(grown));
     until = now + delay;
   }
-  if (pttl && *pttl >= 0) until = std::min(until, now + ms(*pttl));
+  // The server's PTTL may exceed what the clock can add (a key set with PX 10^13, by anyone).
+  if (pttl && *pttl >= 0) until = std::min(until, now + ms(std::min<long long>(*pttl, max_duration.count())));
   if (w->poll_capped) until = std::min(until, now + poll_interval(*w));
   if (w->last_error) {
     // Backoff with jitter while the server refuses or cannot be reached: 10 ms doubling to 1 s.
@@ -701,6 +838,7 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   if (until == clock::time_point::max()) return;  // no TTL, no deadline: only a message wakes us
   w->timer.expires_at(until);
   w->timer.async_wait([this, w](std::error_code ec) {
+    // close() finishes every waiter (and cancels its timer): an unfinished one is on a live engine.
     if (ec || w->finished || w->trying) return;
     waiter_try(w);
   });
@@ -712,6 +850,14 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
     w->again = true;
     return;
   }
+  // The owner took this lock meanwhile (another acquisition of an async owner's): a kind that
+  // cannot be re-entered would wait for itself, as acquire() says at the start. Granted anyway
+  // (the owner's key vanished from the server before the client noticed), a second hold would
+  // share the first's token.
+  if (!protocol_of(w->kind).reentrant()) {
+    if (auto* held = find(w->name, w->owner, w->kind); held && !held->lost)
+      return finish_waiter(w, errc::would_deadlock, false);
+  }
   w->trying = true;
   w->again = false;
   w->timer.cancel();
@@ -721,7 +867,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (w->finished) return;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
-            if (ec == errc::connection_lost || ec == errc::request_timeout) undo_acquire(*w);
+            if (outcome_unknown(ec)) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {
@@ -741,6 +887,8 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             }
             if (past) return finish_waiter(w, {}, false);
             if (w->again) return waiter_try(w);
+            // Busy after the wake-up: someone took the lock; its release will publish again.
+            w->woken = false;
             waiter_sleep(w, pttl);
           });
 }
@@ -771,6 +919,13 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
   if (w->finished) return;
   w->finished = true;
+  if (!acquired && (w->woken || w->again) && !closed_) {
+    // An unlock message woke this waiter alone, and it gives up (an error, its deadline, a
+    // cancellation) without the lock: the next waiter gets the wake-up, or it would sleep on a free
+    // lock until the old holder's TTL or its own deadline. Before leaving: the channels stay.
+    auto channels = w->channels;
+    for (auto* ch : channels) wake(*ch, false);
+  }
   const auto& proto = protocol_of(w->kind);
   if (!acquired && w->queue && !closed_ && proto.give_up_script() != nullptr) {
     // It may be queued (a fair lock): leave, so that the waiters behind it are not held up.
@@ -875,7 +1030,7 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
 // late) is retried in retry mode; the retry goes out on the same connection after the first, so
 // the server sees them in order.
 static bool release_unknown(std::error_code ec) {
-  return ec == errc::connection_lost || ec == errc::request_timeout;
+  return outcome_unknown(ec);
 }
 
 // Drops one level of a hold whose lock is gone; the hold goes with its last level, so every unlock
@@ -906,6 +1061,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
+        keep_client keep(c_);  // on_lost may run below
         if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.
@@ -986,11 +1142,12 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);
                    if (!r.is_integer()) return done(errc::bad_reply, false);
+                   keep_client keep(c_);  // on_lost runs below
                    // Holds of this client on the name are gone too: tell their owners.
-                   std::vector<hold*> mine;
+                   std::vector<std::shared_ptr<hold>> mine;
                    for (auto& h : holds_)
-                     if (h->name == name && !h->lost) mine.push_back(h.get());
-                   for (auto* h : mine) mark_lost(*h, lost_reason::deleted);
+                     if (h->name == name && !h->lost) mine.push_back(h);
+                   for (auto& h : mine) mark_lost(*h, lost_reason::deleted);
                    done({}, r.integer == 1);
                  });
 }
@@ -1015,25 +1172,35 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
 
 void lock_service::arm_watchdog() {
   auto next = schedule_.next();
+  // Also when the oldest lost hold is due to be dropped (it is no longer in the schedule).
+  if (!lost_.empty()) next = std::min(next, lost_.front().first + lost_hold_kept);
   if (next == clock::time_point::max() || closed_) return;
   if (next >= wd_armed_at_) return;
   wd_armed_at_ = next;
   wd_timer_.expires_at(next);
-  wd_timer_.async_wait([this, next](std::error_code ec) {
-    if (ec || closed_ || next != wd_armed_at_) return;
+  wd_timer_.async_wait([this, next, life = c_.weak_from_this()](std::error_code ec) {
+    if (ec) return;
+    // The client may be gone (this handler was queued before it closed), and on_lost may run below.
+    keep_client keep(life);
+    if (!keep || closed_ || next != wd_armed_at_) return;
     wd_armed_at_ = clock::time_point::max();
     on_watchdog_timer();
   });
 }
 
 void lock_service::on_watchdog_timer() {
+  prune_lost(clock::now());
   auto due = schedule_.take_due(clock::now());
   std::vector<std::shared_ptr<hold>> batch;
   batch.reserve(due.renew.size());
   for (auto* e : due.renew) {
     batch.push_back(static_cast<hold*>(e)->shared_from_this());
   }
-  for (auto* e : due.expired) mark_lost(*static_cast<hold*>(e), lost_reason::expired);
+  // on_lost runs for each: the holds are kept (user code there may close the client).
+  std::vector<std::shared_ptr<hold>> expired;
+  expired.reserve(due.expired.size());
+  for (auto* e : due.expired) expired.push_back(static_cast<hold*>(e)->shared_from_this());
+  for (auto& h : expired) mark_lost(*h, lost_reason::expired);
   if (!batch.empty()) send_renewals(std::move(batch), {});
   arm_watchdog();
 }
@@ -1104,6 +1271,7 @@ void lock_service::send_renewals(std::vector<std::shared_ptr<hold>> all, const r
 void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent,
                               const renew_context& ctx, std::error_code ec, const reply& r) {
   if (closed_) return;
+  keep_client keep(c_);  // on_lost may run below
   // The reply lists failures only: pairs {1-based index, code}.
   std::vector<long long> code(batch.size(), ec || !r.is_array() ? -1 : 1);
   if (!ec && r.is_array()) {
@@ -1189,8 +1357,13 @@ void lock_service::on_failover(const std::string& what) {
 
 void lock_service::verify_later(std::shared_ptr<hold> h, const renew_context& ctx) {
   auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(interval_ / 4, ms(5)));
-  t->async_wait([this, t, h = std::move(h), ctx](std::error_code ec) {
-    if (ec || closed_ || h->lost || h->removed) return;
+  timers_.insert(t);
+  t->async_wait([this, t, h = std::move(h), ctx, life = c_.weak_from_this()](std::error_code ec) {
+    if (ec) return;  // cancelled by close(): the engine may be gone
+    keep_client keep(life);
+    if (!keep) return;
+    timers_.erase(t);
+    if (closed_ || h->lost || h->removed) return;
     send_renewals({h}, ctx);
   });
 }
@@ -1200,6 +1373,8 @@ void lock_service::close() {
   closed_ = true;
   wd_timer_.cancel();
   linger_timer_.cancel();
+  for (auto& t : timers_) t->cancel();
+  timers_.clear();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
   for (auto& h : holds_) schedule_.remove(h.get());

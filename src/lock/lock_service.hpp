@@ -44,9 +44,8 @@ struct acquire_cancel {
   std::weak_ptr<void> waiter;
 };
 
-/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
-/// rejected as invalid rather than overflowing time arithmetic.
-inline constexpr ms max_duration{1LL << 40};
+// max_duration (redlease/lock.hpp): the longest lease or wait, and the longest delay the engine
+// adds to the clock.
 
 /// The unlock channel of a lock, as Redisson names it: `prefix:{name}`, or `prefix:name` when the
 /// name already contains a `{` (so the channel shares the key's cluster slot).
@@ -80,6 +79,10 @@ class lock_service {
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
   local_view view(std::string_view name, owner_id owner, lock_kind kind, bool want_token);
+
+  /// How long a lost hold that its owner never unlocks is kept (so that its next unlock or
+  /// acquisition can say lock_lost): five minutes. Tests shorten it, before making a client.
+  static ms lost_hold_kept;
 
   void on_command_connection_up();
   /// The master changed (topology_events::on_failover): checks every hold on the new one at once.
@@ -122,12 +125,19 @@ class lock_service {
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void undo_acquire(const waiter& w, unique_function<void()> then = nullptr);
+  // `request`: the id of an earlier sending of the same undo, whose reply never came.
+  void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id, bool queued,
+                    ms allowance, unique_function<void()> then = nullptr, std::string request = {});
+  struct undo_round;
+  void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);
   hold* find(std::string_view name, owner_id owner, lock_kind kind) const;
   void erase(hold* h);
   void mark_lost(hold& h, lost_reason why);
+  // Drops the lost holds lost lost_hold_kept ago or more.
+  void prune_lost(clock::time_point now);
   void reschedule(hold& h);
   void arm_watchdog();
   void on_watchdog_timer();
@@ -191,6 +201,10 @@ class lock_service {
   std::string field_scratch_;
   asio::steady_timer linger_timer_;
   bool linger_armed_ = false;
+  // One-shot timers (a hold to check again after a failover, an undo to send again), cancelled by
+  // close(): a pending wait would hold up the end of the I/O thread, and its handler must not run
+  // on an engine that may be gone.
+  std::unordered_set<std::shared_ptr<asio::steady_timer>> timers_;
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

@@ -12,6 +12,7 @@
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
+#include <atomic>
 #include <future>
 
 #include "fault_proxy.hpp"
@@ -236,6 +237,189 @@ TEST_F(async_test, an_unlock_message_is_not_lost_to_a_waiter_cancelled_with_its_
   EXPECT_FALSE(l.valid(first));
   l.async_unlock(second, asio::use_future).get();
   EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
+// An unlock message ("0") wakes one local waiter: not one cancelled while its attempt is out (it
+// ends when that attempt answers, without trying again). Before, the message went to the cancelled
+// head waiter and the waiter behind it slept on the free lock until its own deadline (10 s).
+TEST_F(async_test, an_unlock_message_skips_a_waiter_cancelled_with_its_attempt_out) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;
+  conf.sync_lane = false;
+  raw()({"HSET", "skip-cancelled", "other:1", "1"});
+  raw()({"PEXPIRE", "skip-cancelled", "20000"});
+  const std::string channel = "redisson_lock__channel:{skip-cancelled}";
+  client c{conf};
+  c.ping();  // the command connection is the proxy's connection 0
+  auto l = c.lock("skip-cancelled");
+  const owner_id a = c.new_owner(), b = c.new_owner();
+  {
+    // The scripts are loaded first: an EVALSHA answered NOSCRIPT would count as a reply below.
+    auto warm = c.lock("skip-cancelled:warm");
+    ASSERT_TRUE(warm.async_try_lock(a, 0ms, asio::use_future).get());
+  }
+  const auto r0 = c.stats().replies;
+  asio::cancellation_signal sig;
+  std::promise<std::error_code> a_done;
+  l.async_lock(a, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec) { a_done.set_value(ec); }));
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 2 && subscribers(channel) == 1; }));
+  auto fb = l.async_try_lock(b, 10s, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 3; }));  // B waits behind A
+
+  // A message (the lock still held) sends A's attempt, whose reply the proxy holds back.
+  proxy.hold_replies(0, true);
+  auto c0 = c.stats().commands;
+  raw()({"PUBLISH", channel, "0"});
+  ASSERT_TRUE(eventually([&] { return c.stats().commands >= c0 + 1; }));
+  asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+  asio::post(c.get_executor(), asio::use_future).get();  // the cancellation has run
+
+  // The lock is released: the message must go to B, whose attempt goes out at once.
+  const auto t0 = steady::now();
+  c0 = c.stats().commands;
+  raw()({"DEL", "skip-cancelled"});
+  raw()({"PUBLISH", channel, "0"});
+  EXPECT_TRUE(eventually([&] { return c.stats().commands >= c0 + 1; }, 2000ms)) << "nobody tried";
+  proxy.hold_replies(0, false);
+  auto fa = a_done.get_future();
+  ASSERT_EQ(fa.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(fa.get(), errc::operation_aborted);
+  ASSERT_EQ(fb.wait_for(5s), std::future_status::ready) << "B slept on a free lock";
+  EXPECT_TRUE(fb.get());
+  EXPECT_LT(ms_since(t0), 3000);
+  l.async_unlock(b, asio::use_future).get();
+}
+
+// The grant of an attempt whose reply was lost is given back by an undo. When the undo cannot be
+// delivered either (the reconnect goes nowhere), it is sent again until the server answers it.
+// Before, it was sent once and forgotten: the grant stayed on the server for a lease, held by
+// nobody (a reentrant owner's next attempt even re-entered it: one level too many, so the lock
+// stayed held after its last unlock).
+TEST_F(async_test, an_undo_that_cannot_be_delivered_is_sent_again) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 500ms;
+  conf.connect_timeout = 300ms;
+  conf.sync_lane = false;
+  client c{conf};
+  c.ping();
+  for (auto kind : {lock_kind::reentrant, lock_kind::mutex, lock_kind::fair}) {
+    const std::string name = "undo-lost:" + std::to_string(static_cast<int>(kind));
+    SCOPED_TRACE(name);
+    auto l = kind == lock_kind::mutex  ? detail::lock_handle(c.mutex(name))
+             : kind == lock_kind::fair ? detail::lock_handle(c.fair_lock(name))
+                                       : detail::lock_handle(c.lock(name));
+    const owner_id o = c.new_owner();
+    // The scripts are loaded first: the reply lost below must be the grant's, not a NOSCRIPT.
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    l.async_unlock(o, asio::use_future).get();
+    const auto accepted = proxy.accepted();
+    proxy.lose_next_reply();  // the grant runs, its reply is lost, the connection is reset
+    proxy.blackhole(true);    // and the reconnects that would carry the undo go nowhere
+    try {
+      l.async_try_lock(o, 0ms, asio::use_future).get();
+      ADD_FAILURE() << "the attempt whose reply was lost succeeded";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), errc::connection_lost) << e.what();
+    }
+    // A second connection attempt: the first timed out, and the undo queued on it failed with it.
+    ASSERT_TRUE(proxy.wait_for([&] { return proxy.accepted() >= accepted + 2; }, 5000ms));
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 1);  // the grant is still there
+    proxy.blackhole(false);
+    proxy.drop_all();
+    EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 0; }, 5000ms)) << "the grant leaked";
+    // The owner starts afresh: one level, freed by one unlock.
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    l.async_unlock(o, asio::use_future).get();
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+  }
+}
+
+// A protocol fault (here: a reply over max_reply_elements, read before the lock's reply) fails every
+// request written on the connection with protocol_error, although the server ran them. A grant or a
+// release is then as unknown as after a dropped connection. Before, both were taken as not done: the
+// grant stayed on the server for a lease, held by nobody; the release was not retried, and the
+// owner's next unlock, in first-attempt mode, took a second level: it freed the lock while the owner
+// still held a level, and reported that level lost.
+TEST_F(async_test, a_protocol_fault_leaves_a_grant_or_release_unknown_not_undone) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.sync_lane = false;
+  conf.max_reply_elements = 64;
+  std::vector<std::string> push{"RPUSH", "big"};
+  for (int i = 0; i < 100; ++i) push.push_back("x");
+  raw().command(push);
+  client c{conf};
+  auto l = c.lock("pfault");
+  const owner_id o = c.new_owner();
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info&) { ++lost; });
+  // The scripts are loaded first: the commands below run at once on the server.
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  l.async_unlock(o, asio::use_future).get();
+  // The fault comes in the reply before the lock's: both commands are written, then delivered.
+  auto faulted = [&](auto&& start) {
+    proxy.stall(true);
+    const auto c0 = c.stats().commands;
+    auto big = c.async_command(std::vector<std::string>{"LRANGE", "big", "0", "-1"}, asio::use_future);
+    auto op = start();
+    EXPECT_TRUE(eventually([&] { return c.stats().commands >= c0 + 2; }));
+    proxy.stall(false);
+    try {
+      big.get();
+      ADD_FAILURE() << "the reply over the bounds was taken";
+    } catch (const std::system_error& e) {
+      EXPECT_EQ(e.code(), errc::protocol_error) << e.what();
+    }
+    return op;
+  };
+
+  // A grant: undone once the connection is back.
+  auto grant = faulted([&] { return l.async_try_lock(o, 0ms, asio::use_future); });
+  try {
+    grant.get();
+    ADD_FAILURE() << "the attempt succeeded";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::protocol_error) << e.what();
+  }
+  EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", "pfault"}).integer == 0; })) << "the grant leaked";
+  // Until it reconnects, the connection fails requests at once with the protocol error.
+  auto back = [&] {
+    return eventually([&] {
+      std::error_code e;
+      c.ping(e);
+      return !e;
+    });
+  };
+  ASSERT_TRUE(back());
+  raw()({"DEL", "pfault"});  // whatever a leaked grant left: the release below is checked alone
+
+  // A release: retried in retry mode (or continued by the next unlock), never taken twice.
+  l.async_lock(o, asio::use_future).get();
+  l.async_lock(o, asio::use_future).get();
+  auto release = faulted([&] { return l.async_unlock(o, asio::use_future); });
+  std::error_code ec;
+  try {
+    release.get();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  if (ec) {
+    EXPECT_EQ(ec, errc::protocol_error);
+    ASSERT_TRUE(back());
+    l.async_unlock(o, asio::use_future).get();  // continues the first, in retry mode
+  }
+  const std::string field = c.id() + ":" + std::to_string(o);
+  EXPECT_EQ(raw()({"HGET", "pfault", field}).str, "1") << "a second level was taken";
+  EXPECT_TRUE(l.valid(o));
+  l.async_unlock(o, asio::use_future).get();
+  EXPECT_EQ(raw()({"EXISTS", "pfault"}).integer, 0);
+  EXPECT_EQ(lost.load(), 0);
+  l.on_lost(nullptr);
 }
 
 // The common use: an acquisition raced against a timer with Asio's awaitable operators. The timer

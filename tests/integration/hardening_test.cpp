@@ -9,10 +9,13 @@
 #include <asio/use_future.hpp>
 
 #include <atomic>
+#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <optional>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -400,6 +403,72 @@ TEST_F(hardening, ClientClosedFromInsideACallback) {
   l.try_lock(0ms, ec);
   EXPECT_EQ(ec, errc::client_closed);
   c.reset();  // joins the I/O thread; must neither hang nor crash
+}
+
+// The client's last reference dropped on its own I/O thread, inside a completion handler (the
+// thread then detaches and runs what is left in its queue), while a timer of the lock engine is
+// armed: the linger of a fair waiter's channel. close() cancels the timer, and its handler runs
+// after the engine is freed. Before, it wrote a member of the freed engine first
+// (heap-use-after-free under ASan).
+TEST_F(hardening, ClientDroppedOnItsOwnThreadLeavesNoTimerHandlerBehind) {
+  client other(cfg());
+  auto holder = other.fair_lock("drop-linger");
+  holder.lock();
+  auto c = std::make_unique<client>(cfg());
+  auto l = std::make_unique<fair_lock>(c->fair_lock("drop-linger"));
+  auto owner = c->new_owner();
+  const std::string channel = "redisson_lock__channel:{drop-linger}:" + c->id() + ":" + std::to_string(owner);
+  std::promise<std::pair<std::error_code, bool>> done;
+  l->async_try_lock(owner, 10s, [&](std::error_code ec, bool got) {
+    l.reset();
+    c.reset();  // the last reference: ~client_impl runs here, on the client's I/O thread
+    done.set_value({ec, got});
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  holder.unlock();  // hands the lock to the waiter, whose channel then lingers
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  auto [ec, got] = f.get();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(got);
+  // The detached thread cannot be joined: give it time to run the handlers left in its queue.
+  std::this_thread::sleep_for(300ms);
+}
+
+// The client's last reference dropped inside on_lost, or inside a stop callback of lost_token (a
+// worker that tears itself down when it loses its lock). The engine went on using itself after the
+// user code returned: heap-use-after-free under ASan, from the watchdog's timer (a fixed lease
+// that ran out), a renewal that found the key gone, and a forced unlock's reply.
+TEST_F(hardening, ClientDroppedInsideOnLostOrAStopCallback) {
+  enum how { lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback };
+  for (how h : {lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback}) {
+    SCOPED_TRACE(static_cast<int>(h));
+    auto c = std::make_unique<client>(cfg(600ms));  // renewals every 200 ms
+    auto l = std::make_unique<reentrant_lock>(c->lock("drop-in-lost"));
+    std::promise<void> fired;
+    std::function<void()> drop = [&] {
+      l.reset();
+      c.reset();  // the last reference: ~client_impl runs here, on the client's I/O thread
+      fired.set_value();
+    };
+    if (h != stop_callback) l->on_lost([&](const lost_info&) { drop(); });
+    auto owner = c->new_owner();
+    if (h == lease_runs_out) {
+      ASSERT_TRUE(l->async_try_lock(owner, 0ms, 300ms, asio::use_future).get());
+    } else {
+      ASSERT_TRUE(l->async_try_lock(owner, 0ms, asio::use_future).get());
+    }
+    std::optional<std::stop_callback<std::function<void()>>> on_stop;
+    if (h == stop_callback) on_stop.emplace(l->lost_token(owner), drop);
+    if (h == renewal_finds_it_gone || h == stop_callback) raw()({"DEL", "drop-in-lost"});
+    if (h == forced_unlock) l->async_force_unlock([](std::error_code, bool) {});
+    ASSERT_EQ(fired.get_future().wait_for(5s), std::future_status::ready);
+    // The detached thread cannot be joined: give it time to run the handlers left in its queue.
+    std::this_thread::sleep_for(300ms);
+  }
 }
 
 }  // namespace

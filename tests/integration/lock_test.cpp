@@ -11,6 +11,9 @@
 #include <thread>
 
 #include "fault_proxy.hpp"
+#include <asio/use_future.hpp>
+
+#include "lock/lock_service.hpp"
 #include "lock_test_support.hpp"
 #include "redlease_lua.hpp"
 
@@ -526,6 +529,162 @@ TEST_F(lock_test, backoff_wait_strategy_retries_without_pubsub) {
 
 namespace redlease::test {
 namespace {
+
+// A wait without a deadline never ends "not acquired" without an error. Before, a backoff
+// strategy's max_attempts made lock() return normally without the lock (a std::lock_guard then
+// entered its critical section unlocked, and its unlock() threw from the destructor), and
+// async_lock complete with operation_aborted although nothing was cancelled.
+TEST_F(lock_test, lock_whose_backoff_attempts_run_out_fails_with_attempts_exhausted) {
+  client c{cfg()};
+  auto holder = c.lock("bo-max");
+  holder.lock();
+  auto l = c.lock("bo-max");
+  l.set_wait_strategy(wait_strategy::backoff(5ms, 10ms, 2.0, 0.0, 3));
+  std::thread t([&] {
+    try {
+      l.lock();
+      ADD_FAILURE() << "lock() returned without the lock";
+    } catch (const redlease::error& e) {
+      EXPECT_EQ(e.code(), errc::attempts_exhausted) << e.what();
+    }
+    std::error_code ec;
+    l.lock(5s, ec);
+    EXPECT_EQ(ec, errc::attempts_exhausted);
+    EXPECT_EQ(ec, std::errc::resource_unavailable_try_again);
+    EXPECT_NE(ec, std::errc::operation_canceled);
+    EXPECT_EQ(l.lock_and_get_token(ec), 0u);
+    EXPECT_EQ(ec, errc::attempts_exhausted);
+    EXPECT_FALSE(l.valid());
+    // A wait with a deadline: contention, not an error.
+    EXPECT_FALSE(l.try_lock(10s, ec));
+    EXPECT_FALSE(ec) << ec.message();
+  });
+  t.join();
+  auto owner = c.new_owner();
+  try {
+    l.async_lock(owner, asio::use_future).get();
+    ADD_FAILURE() << "async_lock completed without the lock";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::attempts_exhausted);
+  }
+  EXPECT_FALSE(l.valid(owner));
+  EXPECT_EQ(raw()({"HLEN", "bo-max"}).integer, 1);  // the holder's field only
+  holder.unlock();
+}
+
+// Durations the clock cannot add: a holder's PTTL from the server (a key set with PX 10^13, by
+// anyone), a backoff strategy's delays, TimedLockable waits of hours::max() or until
+// time_point::min(). Before, they overflowed steady_clock: a waiter woke at once after every busy
+// reply (about 10,000 attempts a second, for ever with lock()), and try_lock_for(hours::max()) or
+// try_lock_until(time_point::max()) threw invalid_argument (after undefined behaviour).
+TEST_F(lock_test, durations_beyond_the_clock_saturate_instead_of_overflowing) {
+  client c{cfg()};
+  raw()({"HSET", "huge-ttl", "someone:1", "1"});
+  raw()({"PEXPIRE", "huge-ttl", "10000000000000"});
+  raw()({"SET", "huge-ttl-m", "tok", "PX", "10000000000000"});
+  auto l = c.lock("huge-ttl");
+  auto m = c.mutex("huge-ttl-m");
+  auto before = c.stats().commands;
+  auto t0 = steady::now();
+  EXPECT_FALSE(l.try_lock(500ms));
+  EXPECT_FALSE(m.try_lock(500ms));  // re-checks every mutex_poll_cap (100 ms)
+  EXPECT_GE(ms_since(t0), 1000);
+  EXPECT_LT(c.stats().commands - before, 40u);
+
+  auto b = c.lock("huge-ttl");
+  b.set_wait_strategy(wait_strategy::backoff(1ms, std::chrono::milliseconds::max(), 1e15, 0.0));
+  before = c.stats().commands;
+  EXPECT_FALSE(b.try_lock(300ms));
+  EXPECT_LT(c.stats().commands - before, 10u);
+
+  auto f = c.lock("free");
+  EXPECT_TRUE(f.try_lock_for(std::chrono::hours::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(steady::time_point::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::max()));
+  f.unlock();
+  EXPECT_TRUE(f.try_lock_until(steady::time_point::min()));
+  f.unlock();
+  // Held: one attempt, no wait.
+  t0 = steady::now();
+  EXPECT_FALSE(l.try_lock_until(steady::time_point::min()));
+  EXPECT_FALSE(l.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::min()));
+  EXPECT_FALSE(l.try_lock_for(std::chrono::nanoseconds::zero()));
+  EXPECT_LT(ms_since(t0), 500);
+  EXPECT_EQ(raw()({"EXISTS", "free"}).integer, 0);
+}
+
+// An unlock message ("0") wakes one local waiter. One that then gives up without the lock passes
+// the wake-up on. Here the head waiter's fenced grant fails once the lock is free (its token key
+// is a list); before, the waiter behind it slept on the free lock until its own deadline (10 s).
+TEST_F(lock_test, a_woken_waiter_that_gives_up_passes_the_wake_up_on) {
+  raw()({"HSET", "wake-on", "other:1", "1"});
+  raw()({"PEXPIRE", "wake-on", "20000"});
+  raw()({"RPUSH", "redisson_lock_token:{wake-on}", "not-a-number"});
+  auto conf = cfg();
+  conf.sync_lane = false;  // every reply counted below is one of the command connection's
+  client c{conf};
+  auto l = c.lock("wake-on");
+  const owner_id a = c.new_owner(), b = c.new_owner();
+  {
+    // The scripts are loaded first: an EVALSHA answered NOSCRIPT would count as a reply below.
+    auto warm = c.lock("wake-on:warm");
+    ASSERT_NE(warm.async_try_lock_and_get_token(a, 0ms, asio::use_future).get(), 0u);
+    ASSERT_TRUE(warm.async_try_lock(a, 0ms, asio::use_future).get());
+  }
+  const auto r0 = c.stats().replies;
+  std::promise<std::error_code> a_done;
+  l.async_try_lock_and_get_token(a, 10s, [&](std::error_code ec, std::uint64_t) { a_done.set_value(ec); });
+  // A waits first: its attempt, and another once its SUBSCRIBE is confirmed (one reply each).
+  ASSERT_TRUE(eventually([&] {
+    auto n = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{wake-on}"});
+    return c.stats().replies >= r0 + 2 && n.elements.size() == 2 && n.elements[1].integer == 1;
+  }));
+  auto fb = l.async_try_lock(b, 10s, asio::use_future);
+  // B's attempt answered busy: the handler that read it put B behind A on the channel, on the I/O
+  // thread, which reads the unlock message only after that handler.
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= r0 + 3; }));
+  const auto t0 = steady::now();
+  raw()({"DEL", "wake-on"});
+  raw()({"PUBLISH", "redisson_lock__channel:{wake-on}", "0"});
+  auto fa = a_done.get_future();
+  ASSERT_EQ(fa.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(fa.get(), errc::wrong_type);
+  ASSERT_EQ(fb.wait_for(5s), std::future_status::ready) << "B slept on a free lock";
+  EXPECT_TRUE(fb.get());
+  EXPECT_LT(ms_since(t0), 2000);
+  l.async_unlock(b, asio::use_future).get();
+}
+
+// A lost hold that its owner never unlocks is dropped lost_hold_kept after the loss (five minutes;
+// shortened here), by the watchdog's timer, with no other lock of the client lost meanwhile.
+// Before, only a later loss dropped it: the owner's acquisitions of that name failed with lock_lost
+// for ever, and the hold stayed in held_locks and in the local view.
+TEST_F(lock_test, a_lost_hold_never_unlocked_is_dropped_after_a_while) {
+  struct shortened {
+    std::chrono::milliseconds saved = detail::lock_service::lost_hold_kept;
+    shortened() { detail::lock_service::lost_hold_kept = 500ms; }
+    ~shortened() { detail::lock_service::lost_hold_kept = saved; }
+  } kept;
+  {
+    client c{cfg()};
+    auto l = c.lock("lost-kept");
+    std::promise<void> lost;
+    l.on_lost([&](const lost_info&) { lost.set_value(); });
+    l.lock(300ms);  // a fixed lease, never unlocked
+    ASSERT_EQ(lost.get_future().wait_for(5s), std::future_status::ready);
+    std::error_code ec;
+    EXPECT_FALSE(l.try_lock(0ms, ec));
+    EXPECT_EQ(ec, errc::lock_lost);
+    EXPECT_EQ(c.stats().held_locks, 1u);
+    EXPECT_TRUE(eventually([&] { return c.stats().held_locks == 0; }, 3000ms)) << "the lost hold was kept";
+    EXPECT_EQ(l.valid_until(), steady::time_point::min());
+    EXPECT_TRUE(l.try_lock(0ms, ec)) << ec.message();
+    l.unlock();
+    l.on_lost(nullptr);
+  }
+}
 
 TEST_F(lock_test, reentering_a_lost_hold_reports_lock_lost_and_takes_nothing) {
   client c{cfg(300ms)};

@@ -3,6 +3,8 @@
 // and Redisson's own scripts).
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
+
 #include <future>
 #include <thread>
 
@@ -44,6 +46,41 @@ TEST_F(mutex_test, reacquire_by_owner_is_would_deadlock_not_a_hang) {
   EXPECT_EQ(ec, errc::would_deadlock);
   EXPECT_LT(ms_since(t0), 200);
   m.unlock();
+}
+
+// Two acquisitions of one mutex by one async owner on the wire at once: the second waits (busy)
+// behind the first's grant. When the first's key vanishes from the server (deleted here) before the
+// client notices, the second must not be granted into the first's hold: it fails with
+// would_deadlock, as a re-acquisition by the holder does at the start. Before, its grant joined the
+// first hold as a second level and kept the first's token: the release then compared the wrong
+// token (lock_lost), and the second grant's key stayed for a whole lease.
+TEST_F(mutex_test, a_second_acquisition_by_the_holder_on_the_wire_is_would_deadlock) {
+  client c{cfg()};
+  auto m = c.mutex("dup");
+  const owner_id o = c.new_owner();
+  auto first = m.async_try_lock(o, 0ms, asio::use_future);
+  auto second = m.async_try_lock(o, 5s, asio::use_future);
+  ASSERT_TRUE(first.get());
+  const auto token = raw()({"GET", "dup"}).str;
+  raw()({"DEL", "dup"});  // the first hold's key vanishes; its next renewal is 10 s away
+  ASSERT_EQ(second.wait_for(2s), std::future_status::ready);
+  try {
+    EXPECT_FALSE(second.get());
+    ADD_FAILURE() << "the second acquisition ended without an error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::would_deadlock) << e.what();
+  }
+  EXPECT_EQ(raw()({"EXISTS", "dup"}).integer, 0) << "the second acquisition took the key";
+  std::error_code ec;
+  try {
+    m.async_unlock(o, asio::use_future).get();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  EXPECT_EQ(ec, errc::lock_lost);  // the first hold's key was deleted
+  EXPECT_EQ(raw()({"EXISTS", "dup"}).integer, 0);
+  EXPECT_FALSE(m.valid(o));
+  EXPECT_FALSE(token.empty());
 }
 
 TEST_F(mutex_test, compare_and_delete_never_deletes_another_holders_key) {

@@ -273,6 +273,7 @@ TEST_F(sentinel_test, a_sentinel_that_cannot_answer_is_passed_over_for_the_next)
   sentinel_rig rig(o);
   redis_server not_a_sentinel;
   auto cfg = sentinel_cfg(rig);
+  cfg.replica_ack.replicas = 0;  // finding the master is the point here, not the replica's pace
   cfg.sentinel.nodes.insert(cfg.sentinel.nodes.begin(), host_port{"127.0.0.1", not_a_sentinel.port()});
   cfg.reconnect_min_delay = 10ms;
   cfg.reconnect_max_delay = 100ms;
@@ -305,6 +306,7 @@ TEST_F(sentinel_test, a_first_sentinel_that_is_down_does_not_fail_the_first_requ
     dead = gone.port();
   }
   auto cfg = sentinel_cfg(rig);
+  cfg.replica_ack.replicas = 0;  // finding the master is the point here, not the replica's pace
   cfg.sentinel.nodes.insert(cfg.sentinel.nodes.begin(), host_port{"127.0.0.1", dead});
   client c(cfg);
   std::error_code ec;

@@ -26,6 +26,8 @@ constexpr errc all_errcs[] = {
     errc::tls_handshake_failed,            errc::tls_untrusted_certificate, errc::tls_name_mismatch,
     errc::tls_certificate_expired,         errc::tls_client_certificate_required,
     errc::tls_expected_by_server,          errc::tls_not_offered_by_server, errc::tls_bad_files,
+    errc::not_replicated,                  errc::no_sentinel,               errc::master_switched,
+    errc::attempts_exhausted,
 };
 
 TEST(ErrorCategory, Name) {
