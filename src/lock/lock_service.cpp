@@ -1061,7 +1061,9 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
        done = std::move(done)](std::error_code ec, reply r) mutable {
-        keep_client keep(c_);  // on_lost may run below
+        // No keep_client here: this runs on every unlock, and mark_lost, the one call below that
+        // reaches user code (on_lost, stop callbacks), keeps the client itself and defers its
+        // destruction past this handler.
         if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.

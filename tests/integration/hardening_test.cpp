@@ -441,10 +441,11 @@ TEST_F(hardening, ClientDroppedOnItsOwnThreadLeavesNoTimerHandlerBehind) {
 // The client's last reference dropped inside on_lost, or inside a stop callback of lost_token (a
 // worker that tears itself down when it loses its lock). The engine went on using itself after the
 // user code returned: heap-use-after-free under ASan, from the watchdog's timer (a fixed lease
-// that ran out), a renewal that found the key gone, and a forced unlock's reply.
+// that ran out), a renewal that found the key gone, and a forced unlock's reply; an unlock that
+// finds the key gone reaches on_lost too.
 TEST_F(hardening, ClientDroppedInsideOnLostOrAStopCallback) {
-  enum how { lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback };
-  for (how h : {lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback}) {
+  enum how { lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback, unlock_finds_it_gone };
+  for (how h : {lease_runs_out, renewal_finds_it_gone, forced_unlock, stop_callback, unlock_finds_it_gone}) {
     SCOPED_TRACE(static_cast<int>(h));
     auto c = std::make_unique<client>(cfg(600ms));  // renewals every 200 ms
     auto l = std::make_unique<reentrant_lock>(c->lock("drop-in-lost"));
@@ -458,6 +459,8 @@ TEST_F(hardening, ClientDroppedInsideOnLostOrAStopCallback) {
     auto owner = c->new_owner();
     if (h == lease_runs_out) {
       ASSERT_TRUE(l->async_try_lock(owner, 0ms, 300ms, asio::use_future).get());
+    } else if (h == unlock_finds_it_gone) {
+      ASSERT_TRUE(l->async_try_lock(owner, 0ms, 60s, asio::use_future).get());  // no renewal
     } else {
       ASSERT_TRUE(l->async_try_lock(owner, 0ms, asio::use_future).get());
     }
@@ -465,6 +468,10 @@ TEST_F(hardening, ClientDroppedInsideOnLostOrAStopCallback) {
     if (h == stop_callback) on_stop.emplace(l->lost_token(owner), drop);
     if (h == renewal_finds_it_gone || h == stop_callback) raw()({"DEL", "drop-in-lost"});
     if (h == forced_unlock) l->async_force_unlock([](std::error_code, bool) {});
+    if (h == unlock_finds_it_gone) {
+      raw()({"DEL", "drop-in-lost"});
+      l->async_unlock(owner, [](std::error_code) {});
+    }
     ASSERT_EQ(fired.get_future().wait_for(5s), std::future_status::ready);
     // The detached thread cannot be joined: give it time to run the handlers left in its queue.
     std::this_thread::sleep_for(300ms);
