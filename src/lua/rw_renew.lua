@@ -8,8 +8,10 @@
 --
 -- A read hold renews, like Java's ReadLockTask, every timeout key {N}:<owner>:rwlock_timeout:<j>,
 -- j = count..1, that still exists (a level whose explicit lease ended stays ended), and extends the
--- hash to the lease; it never shortens the hash (a writer's longer lease stays). A write hold is
--- renewed like the reentrant lock (HEXISTS, PEXPIRE); Java's LockTask does the same.
+-- hash to the lease; it never shortens the hash (a writer's longer lease stays). A write hold
+-- extends the hash to the lease too, and never shortens it either: Java's LockTask sets it
+-- unconditionally, which cuts the hash below a longer lease of the owner's own (downgrade) reads,
+-- and lets another writer in while that read is held.
 -- #include max_read_levels.lua
 local lease = ARGV[1]
 local kinds = ARGV[2]
@@ -35,7 +37,7 @@ for i = 1, #KEYS do
       failed[#failed + 1] = 4
     elseif lease ~= '0' then
       if write then
-        redis.call('pexpire', key, lease)
+        if redis.call('pttl', key) < tonumber(lease) then redis.call('pexpire', key, lease) end
       else
         local prefix
         if string.find(key, '{', 1, true) then prefix = key .. ':' else prefix = '{' .. key .. '}:' end

@@ -1079,6 +1079,27 @@ TEST_F(family_scripts_test, rw_write_release_never_cuts_the_hash_below_the_owner
   raw()({"DEL", "r10"});
 }
 
+// The watchdog's renewal of a write hold set the hash's TTL to its lease unconditionally (as Java's
+// LockTask does): with the owner's own read (a downgrade) on a longer fixed lease, the hash expired
+// under that read and another writer got in.
+TEST_F(family_scripts_test, rw_renew_of_a_write_never_cuts_the_hash_below_the_owners_own_reads) {
+  auto o = mine("r11");
+  const std::string me = peer::new_client_id() + ":1", other = peer::new_client_id() + ":2";
+  ASSERT_TRUE(o.write_acquire(me, 2000).is_nil());
+  ASSERT_TRUE(o.read_acquire(me, 60000).is_nil());  // its own read, on a longer lease
+  auto r = o.eval(lua::rw_renew, {"r11"}, {"2000", "w", me});
+  ASSERT_TRUE(r.is_array()) << r;
+  EXPECT_TRUE(r.elements.empty()) << r;
+  EXPECT_GT(raw()({"PTTL", "r11"}).integer, 50000) << "the hash would expire under the owner's read";
+  // Still extends a shorter TTL.
+  raw()({"PEXPIRE", "r11", "500"});
+  r = o.eval(lua::rw_renew, {"r11"}, {"2000", "w", me});
+  EXPECT_TRUE(r.is_array() && r.elements.empty()) << r;
+  EXPECT_GT(raw()({"PTTL", "r11"}).integer, 1500);
+  EXPECT_TRUE(o.write_acquire(other, 30000).is_integer());  // still held
+  raw()({"DEL", "r11", o.timeout_key(me, 1)});
+}
+
 TEST_F(family_scripts_test, rw_testReadLockExpirationRenewal_rw_renew_extends_reads_and_writes) {
   auto o = mine("r9");
   auto w = mine("r9w");
