@@ -302,6 +302,25 @@ TEST_F(fencing_test, a_paused_holders_write_is_refused_by_the_resource) {
   lb.unlock();
 }
 
+// The resource compared tokens as Lua numbers (doubles): above 2^53 two tokens one apart were
+// equal, and the stale writer's was accepted. Tokens from another sequence can be that large.
+TEST_F(fencing_test, the_resource_compares_tokens_above_2_pow_53_exactly) {
+  client c(cfg());
+  const std::uint64_t big = 9007199254740993ull;  // 2^53 + 1: as a double, 2^53
+  EXPECT_TRUE(c.fenced_set("fence:big", big, "new"));
+  EXPECT_FALSE(c.fenced_set("fence:big", big - 1, "stale"));
+  EXPECT_FALSE(c.fenced_set("fence:big", 999, "stale"));
+  EXPECT_EQ(raw()({"HGET", "fence:big", "value"}).str, "new");
+  EXPECT_TRUE(c.fenced_set("fence:big", 18446744073709551615ull, "max"));  // 2^64 - 1
+  EXPECT_FALSE(c.fenced_set("fence:big", 18446744073709551614ull, "stale"));
+  EXPECT_EQ(raw()({"HGET", "fence:big", "value"}).str, "max");
+  // A token stored with leading zeros (by another writer) compares by value.
+  raw()({"HSET", "fence:big", "token", "000123"});
+  EXPECT_FALSE(c.fenced_set("fence:big", 122, "stale"));
+  EXPECT_TRUE(c.fenced_set("fence:big", 123, "same"));
+  raw()({"DEL", "fence:big"});
+}
+
 TEST_F(fencing_test, async_fenced_acquisitions_complete_with_the_token) {
   client c(cfg());
   auto l = c.lock("fence:async");
