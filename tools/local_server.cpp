@@ -527,6 +527,10 @@ void redis_server::resume() {
   paused_ = false;
 }
 
+std::string redis_server::redis_log_tail(std::size_t max_bytes) const {
+  return file_tail(dir_ + "/redis.log", max_bytes);
+}
+
 std::string redis_server::log_tail() const {
   std::string out;
   for (const char* name : {"redis.log", "redis.out"}) {

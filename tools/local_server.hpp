@@ -106,6 +106,9 @@ class redis_server {
   void pause();
   /// Continues a paused server with SIGCONT. No-op if not paused.
   void resume();
+  /// The last `max_bytes` of the server's log file (redis.log in dir()), or "" when it has none.
+  /// Thread-safety: reads the file only; safe alongside the server's own writes.
+  std::string redis_log_tail(std::size_t max_bytes) const;
 
  private:
   enum class spawn_result { ready, exited, foreign };

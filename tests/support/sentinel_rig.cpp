@@ -2,7 +2,6 @@
 #include "sentinel_rig.hpp"
 
 #include <cstdlib>
-#include <fstream>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -16,20 +15,6 @@ using namespace std::chrono_literals;
 constexpr std::chrono::milliseconds poll_timeout = 1000ms;
 // The pause between two polls of a condition.
 constexpr std::chrono::milliseconds poll_interval = 10ms;
-
-std::string file_tail(const std::string& path, std::size_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return {};
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  const std::streamoff from = size > static_cast<std::streamoff>(max_bytes)
-                                  ? size - static_cast<std::streamoff>(max_bytes)
-                                  : 0;
-  in.seekg(from);
-  std::string out(static_cast<std::size_t>(size - from), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  return out;
-}
 
 // The value of `name` in a flat field/value array reply (SENTINEL REPLICAS entries), or "".
 std::string field(const raw_reply& flat, std::string_view name) {
@@ -353,7 +338,7 @@ bool sentinel_rig::drop_key_on_replica(std::string_view key) {
 std::string sentinel_rig::log_tails() const {
   std::string out;
   auto add = [&out](const char* what, const redis_server& s) {
-    const std::string tail = file_tail(s.dir() + "/redis.log", 1500);
+    const std::string tail = s.redis_log_tail(1500);
     out += "\n--- " + std::string(what) + " " + std::to_string(s.port()) + " redis.log (tail) ---\n" +
            tail;
   };
