@@ -279,6 +279,11 @@ std::string format_ms(milliseconds d) {
 // acquisition's own reply and each renewal's must arrive within it. Below that the lock is lost
 // before (or just after) the command starts, on any server that is not on this machine.
 constexpr milliseconds min_watchdog_timeout{100};
+// The shortest --lease. A fixed lease starts when Redis grants it, and the grant's reply must come
+// back and the command be started before it ends: a shorter one was lost before the command ran
+// (exit 76). The watchdog's floor is used because its lease is the shortest hold `run` otherwise
+// allows, and both must outlast the same round trip to Redis.
+constexpr milliseconds min_lease{100};
 
 int run(const run_options& o) {
   const reporter rep(o, o.name);
@@ -291,7 +296,10 @@ int run(const run_options& o) {
   if (!o.wait.empty()) wait = parse_duration(o.wait);
   if (!o.lease.empty()) {
     lease = parse_duration(o.lease);
-    if (!lease || lease->count() <= 0) return fail(exit_code::usage, "--lease must be greater than zero");
+    if (!lease || *lease < min_lease)
+      return fail(exit_code::usage, "--lease must be at least " + format_ms(min_lease) +
+                                        ": the lease starts when Redis grants the lock, and the reply must come "
+                                        "back and the command start before it ends");
   }
   auto watchdog = parse_duration(o.watchdog);
   if (!watchdog || *watchdog < min_watchdog_timeout)
@@ -615,7 +623,8 @@ void setup_run(CLI::App& app, action_t& action) {
   add_tls_flags(cmd);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->check(duration_validator());
-  auto* lease = cmd->add_option("--lease", o->lease, "Hold the lock for this fixed lease, with no watchdog")
+  auto* lease = cmd->add_option("--lease", o->lease,
+                                "Hold the lock for this fixed lease, with no watchdog (at least 100ms)")
                     ->check(duration_validator());
   auto* wd = cmd->add_option("--watchdog-timeout", o->watchdog,
                              "Lease renewed every third of it while the command runs (default 30s, at least 100ms)")

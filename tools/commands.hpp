@@ -23,7 +23,8 @@ inline constexpr int usage = 64;          // EX_USAGE
 inline constexpr int data_error = 65;     // EX_DATAERR: the key holds something that is not such a lock
 inline constexpr int unavailable = 69;    // EX_UNAVAILABLE: Redis unreachable, authentication or TLS failed
 inline constexpr int software = 70;       // EX_SOFTWARE: an unexpected error
-inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait
+inline constexpr int not_acquired = 75;   // EX_TEMPFAIL: lock not acquired within --wait (or a wait
+                                          // that gave up: errc::attempts_exhausted)
 inline constexpr int lock_lost = 76;      // lock lost while the child ran
 inline constexpr int config_problem = 78; // EX_CONFIG: the server's settings refuse what redlease needs (ACL
                                           // permission, renamed or disabled command); `doctor` found a FAIL
@@ -37,8 +38,9 @@ using action_t = std::function<int()>;
 
 /// The exit status for an error: usage (64), data (65, a key that is not such a lock), unavailable
 /// (69: unreachable, authentication, a port that is not Redis, every TLS failure, or a server that
-/// refuses for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY), configuration (78: ACL permission, renamed
-/// command), else software (70).
+/// refuses for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY), not acquired (75: a wait that gave
+/// up, `errc::attempts_exhausted`, like a --wait that ran out), configuration (78: ACL permission,
+/// renamed command), else software (70).
 int exit_code_for(const std::error_code& c);
 
 /// The default URL: $REDLEASE_URL, else redis://127.0.0.1:6379.

@@ -217,6 +217,10 @@ int exit_code_for(const std::error_code& c) {
   if (c == errc::wrong_type) return exit_code::data_error;
   if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
   if (c == errc::no_permission || c == errc::unknown_command) return exit_code::config_problem;
+  // A backoff wait whose max_attempts ran out gave up waiting, as a --wait that runs out does: the
+  // lock is held by someone else, nothing is broken. The CLI sets no backoff strategy today, so this
+  // only keeps a future one from exiting 70.
+  if (c == errc::attempts_exhausted) return exit_code::not_acquired;
   // Every TLS failure is a connection that cannot be made as configured: unavailable, like auth.
   if (c.category() == error_category() && c.value() >= static_cast<int>(errc::tls_handshake_failed) &&
       c.value() <= static_cast<int>(errc::tls_bad_files))

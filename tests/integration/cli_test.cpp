@@ -347,6 +347,28 @@ TEST_F(cli_test, a_watchdog_timeout_too_short_to_renew_is_a_usage_error) {
   EXPECT_FALSE(exists("x"));
 }
 
+// A --lease too short to outlast the grant's reply and the command's start is refused, saying the
+// minimum and why (1ms was accepted, and the lock expired before the command ran: exit 76).
+TEST_F(cli_test, a_lease_too_short_to_start_the_command_is_a_usage_error) {
+  for (std::string t : {"1ms", "99ms", "0.05s", "0"}) {
+    auto r = run({"run", "x", "--redis", url(), "--lease", t, "--", "touch", path("ran")});
+    EXPECT_EQ(r.status, 64) << t << ": " << r.err;
+    EXPECT_NE(r.err.find("--lease must be at least 100ms"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("the lease starts when Redis grants the lock"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_FALSE(exists("x"));
+  // The floor is accepted: the command runs (0), or, on a machine too loaded to run it and release
+  // within 100 ms, the lease runs out first (76); never 64.
+  auto r = run({"run", "x", "--redis", url(), "--lease", "100ms", "--", "touch", path("ran")});
+  EXPECT_TRUE(r.status == 0 || r.status == 76) << r.status << ": " << r.err;
+  EXPECT_EQ(r.err.find("--lease must be"), std::string::npos) << r.err;
+  if (r.status == 0) {
+    EXPECT_TRUE(file_exists("ran"));
+  }
+  EXPECT_FALSE(exists("x"));
+}
+
 /// The numbers of the "Exit status:" paragraph of `text` (up to the next blank line or "Environment:").
 std::set<int> exit_statuses_in(const std::string& text) {
   std::set<int> out;
