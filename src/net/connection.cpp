@@ -193,7 +193,8 @@ void connection::on_attempt_timeout() {
 void connection::handshake_io_failed(std::error_code ec) {
   if (state_ == state::probing) return;  // the failed connection's other operation
   if (sock_.is_tls() && attempt_bytes_ == 0) {
-    tls_failure f = classify_failure_after_handshake(ec, cfg_.tls, where());
+    tls_failure f =
+        classify_failure_after_handshake(ec, cfg_.tls, where(), tls_client_certificate_requested(sock_.tls()));
     return attempt_failed(f.code, std::move(f.text));
   }
   // A Redis TLS port resets a plaintext connection at its first bytes, before any reply; so do a

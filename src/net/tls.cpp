@@ -58,6 +58,20 @@ tls_failure client_certificate_failure(const tls_options& o, const std::string& 
               "); it must be signed by a CA the server trusts (its tls-ca-cert-file)"};
 }
 
+// Where a stream notes that the server asked for a client certificate (Asio keeps its verify
+// callback in the SSL's app data, index 0).
+int certificate_request_index() {
+  static const int index = ::SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// OpenSSL calls this on a client when the server's CertificateRequest arrives, whether or not a
+// certificate is set; it changes nothing but the note.
+int note_certificate_request(SSL* ssl, void*) {
+  ::SSL_set_ex_data(ssl, certificate_request_index(), reinterpret_cast<void*>(1));
+  return 1;
+}
+
 tls_failure verify_failure(long result, const tls_options& o, const std::string& where) {
   std::string words = ::X509_verify_cert_error_string(result);
   words += " (X509 verify error " + std::to_string(result) + ")";
@@ -128,6 +142,7 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
 
 tls_failure prepare_tls_stream(tls_stream& s, const tls_options& o, const std::string& host) {
   SSL* ssl = s.native_handle();
+  ::SSL_set_cert_cb(ssl, note_certificate_request, nullptr);
   const std::string& sni = !o.sni.empty() ? o.sni : (is_ip_address(host) ? std::string() : host);
   if (!sni.empty() && SSL_set_tlsext_host_name(ssl, sni.c_str()) != 1)
     return {errc::tls_handshake_failed, "TLS: cannot send '" + sni + "' as server name (SNI)"};
@@ -161,16 +176,38 @@ tls_failure classify_handshake_failure(std::error_code ec, tls_stream& s, const 
   return {errc::tls_handshake_failed, "TLS: the handshake with " + where + " failed: " + openssl_words(ec)};
 }
 
-tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where) {
+tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where,
+                                             bool certificate_requested) {
   if (client_certificate_alert(ssl_reason(ec))) return client_certificate_failure(o, where, openssl_words(ec));
+  if (!closed_by_peer(ec))
+    return {errc::connect_failed, "TLS connection to " + where + " failed after the handshake: " + openssl_words(ec)};
   // With TLS 1.3 the server checks the client's certificate only after the handshake. Its alert can
   // be lost: when our first request is still unread as it closes, the kernel sends a reset, and the
-  // reset discards the alert waiting in our receive buffer. So a close before any reply is read as
-  // the certificate refused, whether or not one was configured.
-  if (closed_by_peer(ec))
-    return client_certificate_failure(o, where,
-                                      "it closed the connection right after the TLS handshake, before any reply");
-  return {errc::connect_failed, "TLS connection to " + where + " failed after the handshake: " + openssl_words(ec)};
+  // reset discards the alert waiting in our receive buffer. A close without an alert is all that is
+  // left, and a server closes like that for other reasons too (Redis at maxclients, a TLS proxy
+  // whose backend is down): the certificate is named only when the server asked for one.
+  const std::string seen = "TLS: " + where + " closed the connection right after the TLS handshake, before any " +
+                           "reply (" + openssl_words(ec) + ")";
+  const std::string others =
+      "a server at its maxclients, or a TLS proxy that cannot reach its backend, closes this way too";
+  if (!certificate_requested) {
+    return {errc::connect_failed,
+            seen + "; it did not ask for a client certificate, so that is not the cause: it may refuse connections "
+                   "(maxclients reached) or be shutting down, or a TLS proxy in front of it may not reach the server"};
+  }
+  if (o.cert_file.empty()) {
+    return {errc::tls_client_certificate_required,
+            seen + "; it asked for a client certificate and none is configured, so it most likely requires one "
+                   "(tls-auth-clients yes): set config::tls.cert_file and key_file / --cert and --key (" +
+                others + ")"};
+  }
+  return {errc::tls_client_certificate_required,
+          seen + "; it asked for a client certificate, so it most likely rejected the client certificate " +
+              o.cert_file + ": it must be signed by a CA the server trusts (its tls-ca-cert-file) (" + others + ")"};
+}
+
+bool tls_client_certificate_requested(tls_stream& s) noexcept {
+  return ::SSL_get_ex_data(s.native_handle(), certificate_request_index()) != nullptr;
 }
 
 tls_probe::tls_probe(const asio::any_io_executor& ex)

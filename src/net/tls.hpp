@@ -44,10 +44,18 @@ tls_failure classify_handshake_failure(std::error_code ec, tls_stream& s, const 
                                        const std::string& where);
 
 /// Why a TLS connection failed after its handshake and before the server answered anything (the
-/// Redis handshake's first reply): a server that demands a client certificate checks it only now
-/// with TLS 1.3 and sends an alert or closes (a reset can discard the alert, so a close before any
-/// reply counts as the certificate missing or refused). Otherwise `connect_failed`.
-tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where);
+/// Redis handshake's first reply). A server that demands a client certificate checks it only now
+/// with TLS 1.3 and sends an alert, which names the cause. Without an alert (a reset can discard
+/// it) a close is only a close: it is put down to the client certificate when the server asked for
+/// one in the handshake (`certificate_requested`), with the other causes named; otherwise it is
+/// `connect_failed`, saying what was seen (a server at maxclients, a TLS proxy whose backend is
+/// down close the same way).
+tls_failure classify_failure_after_handshake(std::error_code ec, const tls_options& o, const std::string& where,
+                                             bool certificate_requested);
+
+/// Whether the server asked for a client certificate in the handshake of `s` (prepared with
+/// prepare_tls_stream()).
+bool tls_client_certificate_requested(tls_stream& s) noexcept;
 
 /// Bytes the server sent on `s` so far (handshake included).
 std::uint64_t tls_bytes_received(tls_stream& s) noexcept;

@@ -74,9 +74,9 @@ class sentinel_topology final : public topology, private subscriber::listener {
                                   {},
                            {}});
     master_.conn().require_master();
-    master_.conn().set_resolver([this](connection::callbacks::resolved done) { ask_master(std::move(done)); });
+    master_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_master(std::move(done)); });
     sub_.conn().require_master();
-    sub_.conn().set_resolver([this](connection::callbacks::resolved done) { ask_master(std::move(done)); });
+    sub_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_master(std::move(done)); });
   }
 
   void start() override {
@@ -108,12 +108,25 @@ class sentinel_topology final : public topology, private subscriber::listener {
  private:
   void on_query_up() {
     dir_.answered(query_at_);
-    // Learn the other Sentinels of this master, so that losing the configured ones is survivable.
+    refresh_sentinels();
+  }
+
+  // Learn the other Sentinels of this master, so that losing the configured ones is survivable, and
+  // forget the learnt ones that have gone, so that a failover does not wait on each of them. The
+  // answer comes from the Sentinel the query cursor names: a request is never answered by another.
+  void refresh_sentinels() {
     std::string cmd;
     encode_command(cmd, {"SENTINEL", "SENTINELS", cfg_.sentinel.master_name});
     query_->submit_here(request{std::move(cmd), [this](std::error_code ec, reply r) {
-                                  if (!ec && !closed_) dir_.learn(r);
+                                  if (!ec && !closed_) dir_.learn(r, query_at_);
                                 }});
+  }
+
+  // Before every connection to the master (the first one, and after a failover or a loss): the
+  // directory is brought up to date when it matters, at no cost in between.
+  void resolve_master(connection::callbacks::resolved done) {
+    ask_master(std::move(done));
+    refresh_sentinels();
   }
 
   // Asks the Sentinel of the query connection for the master's address. A failure moves the query

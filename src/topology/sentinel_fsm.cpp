@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "topology/sentinel_fsm.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include "redlease/error.hpp"
@@ -18,36 +19,92 @@ std::optional<std::uint16_t> parse_port(std::string_view s) {
 }  // namespace
 
 sentinel_directory::sentinel_directory(std::vector<node_address> configured)
-    : nodes_(std::move(configured)), why_(nodes_.size()) {}
+    : nodes_(std::move(configured)), health_(nodes_.size()), configured_(nodes_.size()) {}
 
 void sentinel_directory::failed(std::size_t& c, const std::string& why) {
   if (nodes_.empty()) return;
-  why_[c % nodes_.size()] = why;
-  c = (c + 1) % nodes_.size();
+  const std::size_t i = c % nodes_.size();
+  auto& h = health_[i];
+  h.why = why;
+  // A failure counts only when another Sentinel answered since the last one counted: a client cut
+  // off from every Sentinel (its own network down) must not forget the ones it learnt, which may be
+  // all that is left when it comes back.
+  if (h.failures == 0 || h.answers_at != answers_) {
+    ++h.failures;
+    h.answers_at = answers_;
+  }
+  if (!configured(i) && h.failures >= forget_after_failures) {
+    c = i;
+    forget(i, c);  // the cursor now names the Sentinel after it
+    return;
+  }
+  c = (i + 1) % nodes_.size();
 }
 
 void sentinel_directory::answered(std::size_t c) {
-  if (!nodes_.empty()) why_[c % nodes_.size()].clear();
+  if (nodes_.empty()) return;
+  auto& h = health_[c % nodes_.size()];
+  h.why.clear();
+  h.failures = 0;
+  ++answers_;
 }
 
-std::size_t sentinel_directory::learn(const reply& r) {
-  if (!r.is_array()) return 0;
-  std::size_t added = 0;
+void sentinel_directory::forget(std::size_t i, std::size_t& c) {
+  std::size_t at = c % nodes_.size();
+  nodes_.erase(nodes_.begin() + static_cast<std::ptrdiff_t>(i));
+  health_.erase(health_.begin() + static_cast<std::ptrdiff_t>(i));
+  if (at > i) --at;
+  c = nodes_.empty() ? 0 : at % nodes_.size();
+}
+
+std::size_t sentinel_directory::learn(const reply& r, std::size_t& c) {
+  if (!r.is_array() || nodes_.empty()) return 0;
+  const node_address self = current(c);
+  std::vector<node_address> listed;
+  bool well_formed = true;
   for (auto& entry : r.elements) {
-    if (!entry.is_array()) continue;
+    if (!entry.is_array()) {
+      well_formed = false;
+      continue;
+    }
     std::string ip;
     std::optional<std::uint16_t> port;
+    bool down = false;
     for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2) {
-      if (entry.elements[i].str == "ip") ip = entry.elements[i + 1].str;
-      else if (entry.elements[i].str == "port") port = parse_port(entry.elements[i + 1].str);
+      const auto& f = entry.elements[i].str;
+      std::string_view v = entry.elements[i + 1].str;
+      if (f == "ip") ip = v;
+      else if (f == "port") port = parse_port(v);
+      else if (f == "flags") {
+        // "s_down,sentinel,disconnected": the answering Sentinel has found this one unreachable
+        // for down-after-milliseconds. Sentinels list a peer that has gone for ever (until
+        // SENTINEL RESET), flagged so.
+        while (!v.empty() && !down) {
+          auto comma = v.find(',');
+          down = v.substr(0, comma) == "s_down";
+          v = comma == std::string_view::npos ? std::string_view{} : v.substr(comma + 1);
+        }
+      }
     }
-    if (ip.empty() || !port) continue;
-    node_address a{ip, *port};
-    bool known = false;
-    for (auto& n : nodes_) known = known || n == a;
-    if (known) continue;
+    if (ip.empty() || !port) {
+      well_formed = false;
+      continue;
+    }
+    if (!down) listed.push_back(node_address{std::move(ip), *port});
+  }
+  // The answer is the Sentinels' current view: a learnt Sentinel it leaves out has gone (or was
+  // reset away). Its own address is never in it. A partly malformed answer forgets nothing.
+  if (well_formed) {
+    for (std::size_t i = nodes_.size(); i-- > configured_;) {
+      if (nodes_[i] == self) continue;
+      if (std::find(listed.begin(), listed.end(), nodes_[i]) == listed.end()) forget(i, c);
+    }
+  }
+  std::size_t added = 0;
+  for (auto& a : listed) {
+    if (std::find(nodes_.begin(), nodes_.end(), a) != nodes_.end()) continue;
     nodes_.push_back(std::move(a));
-    why_.emplace_back();
+    health_.emplace_back();
     ++added;
   }
   return added;
@@ -56,9 +113,9 @@ std::size_t sentinel_directory::learn(const reply& r) {
 std::string sentinel_directory::failures() const {
   std::string out;
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (why_[i].empty()) continue;
+    if (health_[i].why.empty()) continue;
     if (!out.empty()) out += "; ";
-    out += to_string(nodes_[i]) + ": " + why_[i];
+    out += to_string(nodes_[i]) + ": " + health_[i].why;
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,27 +19,50 @@ namespace redlease::detail {
 
 /// The Sentinels a client knows, in the order it tries them: the configured ones first, then those
 /// learnt from SENTINEL SENTINELS. One cursor per connection that rotates through them.
+///
+/// A learnt Sentinel is forgotten when the latest SENTINEL SENTINELS answer no longer lists it (or
+/// lists it as down, `s_down`), and when it has failed `forget_after_failures` times in a row with
+/// another Sentinel answering in between: every Sentinel that has gone stays out of the rotation,
+/// and the list does not grow without bound as Sentinels come and go. A client cut off from every
+/// Sentinel keeps what it learnt. Configured Sentinels are never forgotten.
 class sentinel_directory {
  public:
+  /// Failures in a row after which a learnt Sentinel is forgotten.
+  static constexpr int forget_after_failures = 3;
+
   explicit sentinel_directory(std::vector<node_address> configured);
   /// The Sentinel the connection with cursor `c` tries now.
   const node_address& current(std::size_t c) const { return nodes_[c % nodes_.size()]; }
   /// That Sentinel failed (no connection, no answer): the cursor moves to the next one; `why` is
-  /// kept for the message when none answers.
+  /// kept for the message when none answers. A learnt Sentinel that keeps failing is forgotten.
   void failed(std::size_t& c, const std::string& why);
-  /// A Sentinel answered: its earlier failure is forgotten.
+  /// A Sentinel answered: its earlier failures are forgotten.
   void answered(std::size_t c);
-  /// Adds the Sentinels of a SENTINEL SENTINELS reply (an array of flat field/value arrays with
-  /// "ip" and "port"); returns how many were new. Malformed entries are skipped.
-  std::size_t learn(const reply& r);
+  /// The answer of the Sentinel at cursor `c` to SENTINEL SENTINELS (an array of flat field/value
+  /// arrays with "ip", "port" and "flags"): adds the Sentinels it lists that are not down and
+  /// forgets the learnt ones it does not list (other than itself); `c` keeps naming the Sentinel
+  /// that answered. Returns how many were new. Malformed entries are skipped, and an answer with
+  /// any forgets nothing; anything but an array changes nothing.
+  std::size_t learn(const reply& r, std::size_t& c);
   /// "127.0.0.1:26379: connection refused; 127.0.0.1:26380: ..." for every Sentinel that failed.
   std::string failures() const;
   std::size_t size() const { return nodes_.size(); }
   const std::vector<node_address>& nodes() const { return nodes_; }
+  /// Whether the Sentinel at index `i` of nodes() was configured (rather than learnt).
+  bool configured(std::size_t i) const { return i < configured_; }
 
  private:
-  std::vector<node_address> nodes_;
-  std::vector<std::string> why_;  // last failure per Sentinel, "" once it answered
+  struct health {
+    std::string why;               // last failure, "" once it answered
+    int failures = 0;              // in a row, at most one per answer of another Sentinel
+    std::uint64_t answers_at = 0;  // answers_ at the last failure counted
+  };
+  void forget(std::size_t i, std::size_t& c);
+
+  std::vector<node_address> nodes_;  // the configured ones first
+  std::vector<health> health_;
+  std::size_t configured_ = 0;
+  std::uint64_t answers_ = 0;  // answered() calls so far
 };
 
 /// What a Sentinel's answer about the master means.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Fuzzes what the client makes of a Sentinel's replies (decoded by the same RESP decoder as every
 // reply): SENTINEL MASTER, GET-MASTER-ADDR-BY-NAME, SENTINEL SENTINELS and +switch-master payloads.
-// Never crashes; an accepted address always has a host and a port in 1..65535; the directory only
-// grows by distinct addresses; the master tracker never goes back to an older epoch.
+// Never crashes; an accepted address always has a host and a port in 1..65535; the directory holds
+// distinct addresses and keeps the configured one and the one that answered; the master tracker
+// never goes back to an older epoch.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -44,9 +45,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         last_epoch = info.epoch;
       }
     }
+    std::size_t at = static_cast<std::size_t>(n);
+    const node_address answering = dir.current(at);
     std::size_t before = dir.size();
-    std::size_t added = dir.learn(rep);
-    if (dir.size() != before + added) std::abort();
+    std::size_t added = dir.learn(rep, at);
+    if (dir.size() > before + added || dir.nodes()[0] != node_address{"127.0.0.1", 26379} ||
+        dir.current(at) != answering)
+      std::abort();
     for (std::size_t i = 0; i < dir.size(); ++i)
       for (std::size_t j = i + 1; j < dir.size(); ++j)
         if (dir.nodes()[i] == dir.nodes()[j]) std::abort();

@@ -316,6 +316,78 @@ TEST_F(sentinel_test, a_first_sentinel_that_is_down_does_not_fail_the_first_requ
   EXPECT_TRUE(key_exists(rig.master_client(), "sentinel:first-down"));
 }
 
+// A learnt Sentinel that has gone is forgotten once the others list it as down: it is no longer
+// tried, and no longer named, when the configured one fails too. Before, it stayed in the rotation
+// for ever (and the list only grew as Sentinels came and went).
+TEST_F(sentinel_test, a_learnt_sentinel_that_has_gone_is_forgotten) {
+  sentinel_rig_options o;
+  o.sentinels = 2;
+  o.quorum = 1;
+  o.down_after = 500ms;  // how soon s0 lists s1 as down
+  sentinel_rig rig(o);
+  const auto s0 = rig.sentinel_ports()[0], s1 = rig.sentinel_ports()[1];
+  auto cfg = sentinel_cfg(rig);
+  cfg.sentinel.nodes.resize(1);  // s1 is learnt from s0's SENTINEL SENTINELS
+  cfg.replica_ack.replicas = 0;
+  cfg.client_name = "sentinel-forgets";
+  cfg.sync_lane = false;  // every call on the connection that is killed below
+  cfg.reconnect_min_delay = 10ms;
+  cfg.reconnect_max_delay = 100ms;
+  client c(cfg);
+  c.ping();
+  const auto master_port = rig.current_master_port();
+  // Drops the client's connection to the master (and the Sentinels' links, which come back).
+  auto kill_links = [&] {
+    return rig.client(master_port)({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).integer;
+  };
+  // The client reconnects, asking s0 where the master is.
+  auto reconnect = [&] {
+    ASSERT_GE(kill_links(), 1);
+    std::error_code ec;
+    ASSERT_TRUE(eventually([&] {
+      c.command({"PING"}, ec);
+      return !ec;
+    }));
+  };
+
+  rig.sentinel(1).stop();
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto r = rig.sentinel_client(0)({"SENTINEL", "SENTINELS", rig.master_name()});
+        for (auto& e : r.elements)
+          for (std::size_t i = 0; i + 1 < e.elements.size(); i += 2)
+            if (e.elements[i].str == "flags" && e.elements[i + 1].str.find("s_down") != std::string::npos) return true;
+        return false;
+      },
+      10000ms))
+      << "s0 never saw s1 go down";
+  // A reconnection asks s0 for the Sentinels along with the master; the next one's question is
+  // answered after that answer, on the same connection.
+  reconnect();
+  reconnect();
+
+  // With s0 gone too, a reconnection finds no Sentinel: the message names each one tried. The
+  // second failure's is read, when every Sentinel known has been tried at least once.
+  rig.sentinel(0).stop();
+  ASSERT_GE(kill_links(), 1);
+  std::string text;
+  int failures = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::error_code ec;
+        c.command({"PING"}, ec);
+        if (ec == errc::no_sentinel) {
+          ++failures;
+          text = last_error_text();
+        }
+        return failures >= 2;
+      },
+      10000ms))
+      << text;
+  EXPECT_NE(text.find("127.0.0.1:" + std::to_string(s0)), std::string::npos) << text;
+  EXPECT_EQ(text.find("127.0.0.1:" + std::to_string(s1)), std::string::npos) << "s1 is still tried: " << text;
+}
+
 TEST_F(sentinel_test, acquisitions_wait_for_a_replica_and_roll_back_when_none_acknowledges) {
   sentinel_rig rig;
   auto cfg = sentinel_cfg(rig);

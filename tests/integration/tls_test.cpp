@@ -5,6 +5,10 @@
 // never fall back to plaintext.
 #include <gtest/gtest.h>
 
+#include <asio/io_context.hpp>
+#include <asio/ip/tcp.hpp>
+#include <asio/ssl/context.hpp>
+#include <asio/ssl/stream.hpp>
 #include <atomic>
 #include <future>
 #include <iostream>
@@ -82,6 +86,50 @@ class tls_test : public ::testing::Test {
 std::unique_ptr<test_certs> tls_test::certs_;
 
 std::string here(const redis_server& s) { return "127.0.0.1:" + std::to_string(s.tls_port()); }
+
+// A TLS server that completes every handshake (asking for a client certificate, optionally, when
+// `ask`) and then closes the connection without a word: what a TLS proxy whose backend is down
+// looks like, or a server at maxclients that let the handshake through.
+class closes_after_handshake {
+ public:
+  closes_after_handshake(const cert_pair& cert, const std::string& ca, bool ask)
+      : acceptor_(io_, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)) {
+    ctx_.use_certificate_chain_file(cert.cert);
+    ctx_.use_private_key_file(cert.key, asio::ssl::context::pem);
+    if (ask) {
+      ctx_.load_verify_file(ca);
+      ctx_.set_verify_mode(asio::ssl::verify_peer);  // asks; a client without one is let in
+    }
+    accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~closes_after_handshake() {
+    io_.stop();
+    thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  int handshakes() const { return handshakes_; }
+
+ private:
+  void accept() {
+    acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket s) {
+      if (ec) return;
+      auto stream = std::make_shared<asio::ssl::stream<asio::ip::tcp::socket>>(std::move(s), ctx_);
+      stream->async_handshake(asio::ssl::stream_base::server, [this, stream](std::error_code ec) {
+        if (!ec) ++handshakes_;
+        std::error_code ignored;
+        stream->lowest_layer().close(ignored);
+      });
+      accept();
+    });
+  }
+
+  asio::ssl::context ctx_{asio::ssl::context::tls_server};
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+  std::atomic<int> handshakes_{0};
+};
 
 TEST_F(tls_test, ValidCertificateLocksAndWakesWaitersOverTls) {
   auto s = start(certs_->server(), false, "tls-pw");
@@ -176,6 +224,24 @@ TEST_F(tls_test, ClientCertificateRequired) {
   c.tls.cert_file = certs_->other_ca_server().cert;
   c.tls.key_file = certs_->other_ca_server().key;
   expect_failure(c, errc::tls_client_certificate_required, {"rejected the client certificate"});
+}
+
+// A server that did not ask for a client certificate and closes right after the handshake is not
+// reported as wanting one: it says what was seen, and it is retried like any refused connection.
+TEST_F(tls_test, ACloseAfterTheHandshakeWithoutACertificateRequestIsNotBlamedOnTheCertificate) {
+  closes_after_handshake server(certs_->server(), certs_->ca(), /*ask=*/false);
+  const std::string at = "127.0.0.1:" + std::to_string(server.port());
+  expect_failure(tls_config("rediss://" + at), errc::connect_failed,
+                 {at + " closed the connection right after the TLS handshake, before any reply",
+                  "did not ask for a client certificate", "maxclients"});
+  EXPECT_GE(server.handshakes(), 1);
+  EXPECT_EQ(log_.count("requires a client certificate"), 0u);
+  // The same server asking for one (and closing without an alert, which a reset may also discard):
+  // now the certificate is the likely cause, and the message still names the others.
+  closes_after_handshake asking(certs_->server(), certs_->ca(), /*ask=*/true);
+  expect_failure(tls_config("rediss://127.0.0.1:" + std::to_string(asking.port())),
+                 errc::tls_client_certificate_required,
+                 {"asked for a client certificate and none is configured", "--cert", "maxclients"});
 }
 
 TEST_F(tls_test, BadFiles) {
