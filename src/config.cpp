@@ -6,6 +6,7 @@
 #include <string>
 
 #include "redlease/error.hpp"
+#include "redlease/lock.hpp"
 
 namespace redlease {
 namespace {
@@ -200,27 +201,43 @@ config config::from_url(std::string_view url) {
 }
 
 std::string config::invalid_setting() const {
-  auto at_least = [](const char* name, std::chrono::milliseconds v, long long min) -> std::string {
-    if (v.count() >= min) return {};
-    return std::string(name) + " must be at least " + std::to_string(min) + " ms (it is " + std::to_string(v.count()) +
-           " ms)";
+  constexpr long long longest = detail::max_duration.count();
+  auto in_range = [](const char* name, std::chrono::milliseconds v, long long min, long long max) -> std::string {
+    if (v.count() < min)
+      return std::string(name) + " must be at least " + std::to_string(min) + " ms (it is " +
+             std::to_string(v.count()) + " ms)";
+    if (v.count() > max)
+      return std::string(name) + " must be at most " + std::to_string(max) + " ms (it is " +
+             std::to_string(v.count()) + " ms)";
+    return {};
   };
   // A zero or negative delay or timeout is no bound: a reconnect loop at full speed, a request
-  // that times out before it is sent, a doubling that overflows.
-  for (auto e : {at_least("connect_timeout", connect_timeout, 1), at_least("request_timeout", request_timeout, 1),
-                 at_least("reconnect_min_delay", reconnect_min_delay, 1),
-                 at_least("reconnect_max_delay", reconnect_max_delay, reconnect_min_delay.count()),
-                 at_least("health_check_interval", health_check_interval, 0),
+  // that times out before it is sent, a doubling that overflows. A longer one than max_duration
+  // overflows the clock's nanoseconds when added to now (milliseconds::max(), the natural "no
+  // timeout", made every request time out at once and the watchdog loop grant and undo).
+  for (auto e : {in_range("connect_timeout", connect_timeout, 1, longest),
+                 in_range("request_timeout", request_timeout, 1, longest),
+                 in_range("reconnect_min_delay", reconnect_min_delay, 1, longest),
+                 in_range("reconnect_max_delay", reconnect_max_delay, reconnect_min_delay.count(), longest),
+                 in_range("health_check_interval", health_check_interval, 0, longest),
                  // Renewed every third of it: a lease of a few round trips is lost between renewals, and
                  // one shorter than a round trip is stale before its grant arrives (a grant-undo loop).
-                 at_least("watchdog_timeout", watchdog_timeout, 100), at_least("mutex_poll_cap", mutex_poll_cap, 1),
-                 at_least("queue_allowance", queue_allowance, 1), at_least("sentinel.timeout", sentinel.timeout, 1),
-                 at_least("sentinel.poll_interval", sentinel.poll_interval, 0),
-                 at_least("replica_ack.timeout", replica_ack.timeout, 0)}) {
+                 in_range("watchdog_timeout", watchdog_timeout, 100, longest),
+                 // A waiter re-checks up to ten times this apart.
+                 in_range("mutex_poll_cap", mutex_poll_cap, 1, longest / 16),
+                 in_range("queue_allowance", queue_allowance, 1, longest),
+                 in_range("sentinel.timeout", sentinel.timeout, 1, longest),
+                 in_range("sentinel.poll_interval", sentinel.poll_interval, 0, longest),
+                 // WAIT's 0 is "block until acknowledged": the command connection would stall behind
+                 // it for as long as a replica is down.
+                 in_range("replica_ack.timeout", replica_ack.timeout, 1, longest)}) {
     if (!e.empty()) return e;
   }
   if (watchdog_batch_size < 1) return "watchdog_batch_size must be at least 1";
-  if (max_reply_depth < 1) return "max_reply_depth must be at least 1";
+  // Nothing Redis sends nests more than a few levels, and a decoded reply is freed recursively.
+  if (max_reply_depth < 1 || max_reply_depth > max_reply_depth_limit)
+    return "max_reply_depth must be from 1 to " + std::to_string(max_reply_depth_limit) + " (it is " +
+           std::to_string(max_reply_depth) + ")";
   if (max_reply_elements < 1) return "max_reply_elements must be at least 1";
   return {};
 }

@@ -115,7 +115,9 @@ struct replica_ack_options {
   /// promoted by anyone, so waiting for them buys a lock nothing). 0: never WAIT.
   int replicas = -1;
   /// How long WAIT may wait. WAIT holds up the connection's later commands while it waits, so this
-  /// is short: healthy replicas acknowledge in well under a millisecond on a LAN.
+  /// is short: healthy replicas acknowledge in well under a millisecond on a LAN. At least 1 ms:
+  /// Redis reads `WAIT n 0` as "wait for ever", which would stall the connection while a replica is
+  /// down.
   std::chrono::milliseconds timeout{500};
   /// An acquisition that fewer replicas acknowledged is always rolled back. Then: true, retry it
   /// within the acquisition's wait like any transient refusal (the acquisition fails with
@@ -193,8 +195,12 @@ struct config {
   bool sync_lane = true;
 
   /// Most aggregate levels one reply may nest; a deeper reply is a protocol error (the connection is
-  /// dropped and re-established, its requests fail with `errc::protocol_error`).
+  /// dropped and re-established, its requests fail with `errc::protocol_error`). At most
+  /// `max_reply_depth_limit`.
   std::size_t max_reply_depth = 64;
+  /// The largest `max_reply_depth` accepted: nothing Redis sends nests more than a few levels, and a
+  /// decoded reply is freed recursively, one stack frame per level.
+  static constexpr std::size_t max_reply_depth_limit = 1024;
   /// Most elements one reply may have, all levels together (about 80 bytes each once decoded): a
   /// bound on what a peer can make the client allocate. Memory otherwise follows the bytes received:
   /// a declared length is never allocated before its elements arrive.
@@ -228,9 +234,11 @@ struct config {
 
   /// Empty when every timing and limit is in range; otherwise what is wrong with the first one that
   /// is not, e.g. "reconnect_min_delay must be at least 1 ms (it is -50 ms)". Durations must be
-  /// positive (`health_check_interval`, `sentinel.poll_interval` and `replica_ack.timeout` may be
-  /// 0), `watchdog_timeout` at least 100 ms, `reconnect_max_delay` at least `reconnect_min_delay`,
-  /// and the batch and reply limits at least 1. The client constructor checks it. Thread-safe on a config nobody modifies.
+  /// positive (`health_check_interval` and `sentinel.poll_interval` may be 0) and at most
+  /// 2^40 ms (about 34 years, the longest lease or wait; `mutex_poll_cap` a sixteenth of it), so that
+  /// `milliseconds::max()` is refused rather than overflowing the clock; `watchdog_timeout` at least
+  /// 100 ms, `reconnect_max_delay` at least `reconnect_min_delay`, the batch and reply limits at
+  /// least 1, and `max_reply_depth` at most `max_reply_depth_limit`. The client constructor checks it. Thread-safe on a config nobody modifies.
   std::string invalid_setting() const;
 
   /// TLS for the data connections (the command and pub/sub connections). Off unless `rediss://`

@@ -340,7 +340,12 @@ TEST(ConfigSettings, OutOfRangeTimingsAndLimitsAreNamed) {
   config c;
   c.health_check_interval = 0ms;  // 0 turns the PING off
   c.sentinel.poll_interval = 0ms;
+  EXPECT_EQ(c.invalid_setting(), "");
+  // WAIT n 0 blocks until acknowledged: with a replica down the command connection stalled, and
+  // every request behind it timed out.
   c.replica_ack.timeout = 0ms;
+  EXPECT_EQ(c.invalid_setting(), "replica_ack.timeout must be at least 1 ms (it is 0 ms)");
+  c.replica_ack.timeout = 1ms;
   EXPECT_EQ(c.invalid_setting(), "");
   c.reconnect_min_delay = -50ms;
   EXPECT_EQ(c.invalid_setting(), "reconnect_min_delay must be at least 1 ms (it is -50 ms)");
@@ -360,6 +365,32 @@ TEST(ConfigSettings, OutOfRangeTimingsAndLimitsAreNamed) {
   c.watchdog_timeout = 2ms;  // stale before its grant arrived: lock() looped, or returned holding nothing
   EXPECT_EQ(c.invalid_setting(), "watchdog_timeout must be at least 100 ms (it is 2 ms)");
   c.watchdog_timeout = 100ms;
+  EXPECT_EQ(c.invalid_setting(), "");
+  // milliseconds::max() ("no timeout") overflowed the clock: every request timed out at once, the
+  // client never connected, the watchdog looped grant and undo, the pub/sub PINGs ran flat out.
+  const auto longest = std::chrono::milliseconds(1LL << 40);  // the longest lease or wait
+  for (auto field : {&config::connect_timeout, &config::request_timeout, &config::reconnect_max_delay,
+                     &config::health_check_interval, &config::watchdog_timeout, &config::queue_allowance}) {
+    c = config{};
+    c.*field = std::chrono::milliseconds::max();
+    EXPECT_NE(c.invalid_setting().find("must be at most 1099511627776 ms"), std::string::npos) << c.invalid_setting();
+    c.*field = longest;
+    EXPECT_EQ(c.invalid_setting(), "");
+  }
+  c = config{};
+  c.sentinel.timeout = std::chrono::milliseconds::max();
+  EXPECT_NE(c.invalid_setting().find("sentinel.timeout must be at most"), std::string::npos);
+  c = config{};
+  c.replica_ack.timeout = longest + 1ms;
+  EXPECT_NE(c.invalid_setting().find("replica_ack.timeout must be at most"), std::string::npos);
+  c = config{};
+  c.mutex_poll_cap = longest;  // a waiter polls up to ten times it apart
+  EXPECT_NE(c.invalid_setting().find("mutex_poll_cap must be at most"), std::string::npos);
+  // A reply nested a million deep was freed recursively: a stack overflow.
+  c = config{};
+  c.max_reply_depth = config::max_reply_depth_limit + 1;
+  EXPECT_EQ(c.invalid_setting(), "max_reply_depth must be from 1 to 1024 (it is 1025)");
+  c.max_reply_depth = config::max_reply_depth_limit;
   EXPECT_EQ(c.invalid_setting(), "");
   // The client says so at construction, with the setting's name.
   c = config{};
