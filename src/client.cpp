@@ -67,6 +67,11 @@ void client_impl::start() {
                         "config::tls.insecure is set: the server's certificate and host name are NOT verified "
                         "(the connection is encrypted but anyone on the path can impersonate the server)");
     }
+    if (!self->cfg_.sentinel.nodes.empty() && self->cfg_.sentinel.tls.enabled && self->cfg_.sentinel.tls.insecure) {
+      report_background(self->cfg_, "tls", {},
+                        "config::sentinel.tls.insecure is set: the Sentinels' certificates and host names are NOT "
+                        "verified (anyone on the path can impersonate a Sentinel and name any master)");
+    }
     self->topo_->start();
   });
 }

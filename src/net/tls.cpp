@@ -118,6 +118,7 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
   // TLS 1.2 at least; no compression; no renegotiation.
   ::SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
   ctx->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_compression, ec);
+  ::SSL_CTX_set_options(ctx->native_handle(), SSL_OP_NO_RENEGOTIATION);
   ctx->set_verify_mode(o.insecure ? asio::ssl::verify_none : asio::ssl::verify_peer, ec);
   // An encrypted key must fail to load (tls_bad_files), not make OpenSSL prompt on the terminal
   // from the I/O thread.
@@ -126,6 +127,11 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
   if (!o.ca_dir.empty() && (ctx->add_verify_path(o.ca_dir, ec), ec)) return bad("ca_dir", o.ca_dir);
   if (o.ca_file.empty() && o.ca_dir.empty() && (ctx->set_default_verify_paths(ec), ec))
     return bad("ca_file", "(system store)");
+  if (o.cert_file.empty() && !o.key_file.empty()) {
+    err = {errc::tls_bad_files, "TLS: config::tls.key_file '" + o.key_file +
+                                    "' is set without config::tls.cert_file: a client key needs its certificate"};
+    return nullptr;
+  }
   if (!o.cert_file.empty() && (ctx->use_certificate_chain_file(o.cert_file, ec), ec))
     return bad("cert_file", o.cert_file);
   if (!o.key_file.empty() || !o.cert_file.empty()) {

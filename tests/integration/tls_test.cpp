@@ -256,6 +256,10 @@ TEST_F(tls_test, BadFiles) {
   // An encrypted key fails to load (no pass phrase prompt on the terminal).
   c.tls.key_file = certs_->encrypted_key();
   expect_failure(c, errc::tls_bad_files, {"key_file", "encrypted.key"});
+  // A key without its certificate was reported as a key that "does not match cert_file ''".
+  c = tls_config(s->tls_url());
+  c.tls.key_file = certs_->client().key;
+  expect_failure(c, errc::tls_bad_files, {"key_file", "without config::tls.cert_file"});
 }
 
 TEST_F(tls_test, CaDirectory) {
@@ -340,6 +344,19 @@ TEST_F(tls_test, InsecureConnectsWithOneWarning) {
   l.lock();
   l.unlock();
   EXPECT_TRUE(eventually([&] { return log_.count("insecure") == 1; }));
+  EXPECT_EQ(log_.count("NOT verified"), 1u);
+}
+
+// Only the data nodes' insecure setting was reported; the Sentinels' was silent.
+TEST_F(tls_test, InsecureSentinelTlsIsReportedToo) {
+  config c = tls_config("redis://127.0.0.1:1");
+  c.tls.enabled = false;
+  c.sentinel.master_name = "m";
+  c.sentinel.nodes = {host_port{"127.0.0.1", 1}};  // nothing listens: only the warning matters
+  c.sentinel.tls.enabled = true;
+  c.sentinel.tls.insecure = true;
+  client cl{c};
+  EXPECT_TRUE(eventually([&] { return log_.count("sentinel.tls.insecure is set") == 1; }));
   EXPECT_EQ(log_.count("NOT verified"), 1u);
 }
 
