@@ -293,6 +293,12 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   slot->board = c.board();
   auto t0 = std::chrono::steady_clock::now();
   bool alone = c.sync_waiters.fetch_add(1, std::memory_order_relaxed) == 0;
+  // Counted out however this call leaves (start may throw bad_alloc): a count left behind would
+  // make every later caller "not alone" for good (no lane, no spin).
+  struct count_out {
+    std::atomic<int>& n;
+    ~count_out() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } counted{c.sync_waiters};
   // With the I/O thread idle, a caller alone, or one whose fellows have no request out, writes its
   // own request (run_direct); otherwise the I/O thread does, with whatever else is waiting
   // (auto-pipelining).
@@ -312,7 +318,6 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {
         start(unique_function<void(std::error_code, T)>(std::move(done)));
       })) {
-    c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
     ec = errc::client_closed;
     return T{};
   }
@@ -321,7 +326,6 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
     spin_until([&] { return slot->event.ready(); }, t0 + std::chrono::nanoseconds(budget));
   }
   slot->event.wait(*slot->board);
-  c.sync_waiters.fetch_sub(1, std::memory_order_relaxed);
   if (alone) {
     // The round trip a lone caller sees, smoothed (1/8 per call), for the next spin budget.
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
