@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -23,126 +22,27 @@
 #include <string>
 #include <vector>
 
+#include "cli_process.hpp"
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 #include "test_certs.hpp"
-
-extern char** environ;
 
 namespace redlease::test {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
 }
 
-/// A redlease process; stdout and stderr go to files. Killed and reaped if still running at the end.
-class cli_proc {
+/// A redlease process of the built binary (tests/support/cli_process.hpp).
+class cli_proc : public cli_process {
  public:
   cli_proc(const std::vector<std::string>& args, const std::vector<std::string>& env_extra, std::string out_path,
            std::string err_path)
-      : out_path_(std::move(out_path)), err_path_(std::move(err_path)) {
-    std::vector<std::string> argv_s{REDLEASE_CLI_PATH};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e; ++e) {
-      std::string_view v(*e);
-      if (v.starts_with("REDLEASE_")) continue;  // only what the test passes
-      env_s.emplace_back(v);
-    }
-    env_s.insert(env_s.end(), env_extra.begin(), env_extra.end());
-    std::vector<char*> argv, envp;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
-    for (auto& s : env_s) envp.push_back(s.data());
-    envp.push_back(nullptr);
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);  // nothing of the test leaks into redlease
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE}) sigaddset(&defaults, s);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    int rc = posix_spawn(&pid_, argv[0], &fa, &attr, argv.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0) {
-      pid_ = -1;
-      ADD_FAILURE() << "posix_spawn " << REDLEASE_CLI_PATH << ": " << std::strerror(rc);
-    }
-  }
-  ~cli_proc() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);  // redlease forwards it to its command
-    if (!wait_for(5000ms)) {
-      ::kill(pid_, SIGKILL);
-      int st;
-      ::waitpid(pid_, &st, 0);
-    }
-  }
-  cli_proc(const cli_proc&) = delete;
-  cli_proc& operator=(const cli_proc&) = delete;
-
-  pid_t pid() const noexcept { return pid_; }
-  bool running() const noexcept { return pid_ > 0; }
-
-  /// Waits up to `limit` for the exit; true if it exited (status() then holds the shell status).
-  bool wait_for(std::chrono::milliseconds limit) {
-    if (pid_ <= 0) return true;
-    auto end = steady::now() + limit;
-    for (;;) {
-      int st = 0;
-      pid_t r = ::waitpid(pid_, &st, WNOHANG);
-      if (r == pid_) {
-        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
-        pid_ = -1;
-        return true;
-      }
-      if (r < 0 && errno != EINTR) {
-        pid_ = -1;
-        return true;
-      }
-      if (steady::now() >= end) return false;
-      std::this_thread::sleep_for(2ms);
-    }
-  }
-  /// Waits for the exit (failing the test and killing it after `limit`) and returns its status.
-  int wait(std::chrono::milliseconds limit = 20000ms) {
-    if (!wait_for(limit)) {
-      ADD_FAILURE() << "redlease did not exit within " << limit.count() << " ms; stderr:\n" << err();
-      ::kill(pid_, SIGKILL);
-      wait_for(5000ms);
-      return -1;
-    }
-    return status_;
-  }
-  int status() const noexcept { return status_; }
-  std::string out() const { return read_file(out_path_); }
-  std::string err() const { return read_file(err_path_); }
-
- private:
-  std::string out_path_, err_path_;
-  pid_t pid_ = -1;
-  int status_ = -1;
+      : cli_process(REDLEASE_CLI_PATH, args, env_extra, std::move(out_path), std::move(err_path)) {}
 };
 
 struct result {
@@ -236,12 +136,12 @@ class cli_test : public lock_fixture {
       EXPECT_NE(p->err().find("\"event\":\"acquired\""), std::string::npos) << p->err();
       EXPECT_NE(p->err().find("\"event\":\"released\""), std::string::npos) << p->err();
     }
-    std::istringstream in(read_file(log));
+    std::istringstream in(read_whole_file(log));
     std::vector<std::pair<std::string, long long>> events;
     std::string word;
     long long ns;
     while (in >> word >> ns) events.emplace_back(word, ns);
-    ASSERT_EQ(events.size(), 2u * n) << read_file(log);
+    ASSERT_EQ(events.size(), 2u * n) << read_whole_file(log);
     for (std::size_t i = 0; i < events.size(); ++i) {
       EXPECT_EQ(events[i].first, i % 2 == 0 ? "start" : "end") << "overlap at line " << i;
       if (i > 0) {
@@ -420,7 +320,7 @@ TEST_F(cli_test, each_subcommands_help_lists_its_own_exit_statuses) {
 // --write and the TLS/Sentinel flags were missing from its table).
 TEST_F(cli_test, cli_md_documents_every_run_option) {
   const fs::path doc = fs::path(__FILE__).parent_path().parent_path().parent_path() / "docs" / "cli.md";
-  std::string md = read_file(doc.string());
+  std::string md = read_whole_file(doc.string());
   ASSERT_FALSE(md.empty()) << doc;
   auto begin = md.find("## `redlease run`");
   ASSERT_NE(begin, std::string::npos);
@@ -568,7 +468,7 @@ TEST_F(cli_test, lost_lock_terminates_the_command_and_exits_76) {
   auto t0 = steady::now();
   EXPECT_EQ(p.wait(), 76) << p.err();
   EXPECT_LT(ms_since(t0), 5000);
-  EXPECT_EQ(read_file(path("term")), "term\n");
+  EXPECT_EQ(read_whole_file(path("term")), "term\n");
   auto err = p.err();
   EXPECT_NE(err.find("{\"event\":\"lost\",\"lock\":\"lost\",\"reason\":\"deleted\"}"), std::string::npos) << err;
   EXPECT_NE(err.find("\"event\":\"terminating\""), std::string::npos) << err;
@@ -623,7 +523,7 @@ TEST_F(cli_test, signals_are_forwarded_and_the_lock_released) {
     ASSERT_TRUE(exists("sig"));
     ::kill(p.pid(), sig);
     EXPECT_EQ(p.wait(), 42) << p.err();
-    EXPECT_EQ(read_file(got), "sig\n");
+    EXPECT_EQ(read_whole_file(got), "sig\n");
     EXPECT_FALSE(exists("sig"));
   }
 }
@@ -634,7 +534,7 @@ TEST_F(cli_test, command_sees_the_lock_name_and_no_redlease_descriptors) {
                 "printf %s \"$REDLEASE_LOCK_NAME\" > " + path("name") + "; ls /proc/$$/fd"},
                {"REDLEASE_LOCK_NAME=outer"});
   EXPECT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(read_file(path("name")), name);
+  EXPECT_EQ(read_whole_file(path("name")), name);
   // Only stdin, stdout and stderr: the client's sockets and redlease's own descriptors stay behind.
   EXPECT_EQ(r.out, "0\n1\n2\n");  // (no redirection of ls: dash would keep a saved copy of fd 1)
   EXPECT_FALSE(exists(name));
@@ -651,11 +551,11 @@ TEST_F(cli_test, command_gets_a_fencing_token_that_grows_run_after_run) {
   auto third = run({"run", "fenced", "--redis", url(), "--", "sh", "-c",
                     "printf %s \"$REDLEASE_FENCING_TOKEN\" > " + path("t2")});
   ASSERT_EQ(third.status, 0) << third.err;
-  auto t1 = std::stoull(read_file(path("t1")));
-  auto t2 = std::stoull(read_file(path("t2")));
+  auto t1 = std::stoull(read_whole_file(path("t1")));
+  auto t2 = std::stoull(read_whole_file(path("t2")));
   EXPECT_GT(t1, 1u);  // not the inherited value
   EXPECT_GT(t2, t1);
-  EXPECT_GT(std::stoull(read_file(path("m1"))), 0u);
+  EXPECT_GT(std::stoull(read_whole_file(path("m1"))), 0u);
 }
 
 // A user whose ACL predates fencing (no token keys): `run` takes the lock without a token and says so

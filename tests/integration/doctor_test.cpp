@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,10 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "cli_process.hpp"
 #include "info_parser.hpp"
 #include "lock_test_support.hpp"
-
-extern char** environ;
 
 namespace redlease::test {
 namespace {
@@ -39,13 +37,6 @@ struct result {
   std::string out, err;
 };
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 /// Runs `redlease doctor ARGS...` to completion (killed after 20 s), with only `env_extra` of the
 /// REDLEASE_* variables.
 result run_doctor(const std::vector<std::string>& args, const std::vector<std::string>& env_extra = {}) {
@@ -54,47 +45,17 @@ result run_doctor(const std::vector<std::string>& args, const std::vector<std::s
     ADD_FAILURE() << "mkdtemp: " << std::strerror(errno);
     return {};
   }
-  std::string dir = tmpl, out = dir + "/out", err = dir + "/err";
-  std::vector<std::string> argv_s{REDLEASE_CLI_PATH, "doctor"};
-  argv_s.insert(argv_s.end(), args.begin(), args.end());
-  std::vector<std::string> env_s;
-  for (char** e = environ; *e; ++e)
-    if (!std::string_view(*e).starts_with("REDLEASE_")) env_s.emplace_back(*e);
-  env_s.insert(env_s.end(), env_extra.begin(), env_extra.end());
-  std::vector<char*> argv, envp;
-  for (auto& s : argv_s) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  for (auto& s : env_s) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-  pid_t pid = -1;
-  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
+  std::string dir = tmpl;
+  std::vector<std::string> argv{"doctor"};
+  argv.insert(argv.end(), args.begin(), args.end());
   result r;
-  if (rc != 0) {
-    ADD_FAILURE() << "posix_spawn " << REDLEASE_CLI_PATH << ": " << std::strerror(rc);
-  } else {
-    auto end = steady::now() + 20s;
-    int st = 0;
-    for (;;) {
-      pid_t w = ::waitpid(pid, &st, WNOHANG);
-      if (w == pid) break;
-      if (steady::now() > end) {
-        ADD_FAILURE() << "redlease doctor did not exit within 20 s";
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        break;
-      }
-      std::this_thread::sleep_for(2ms);
+  {
+    cli_process p(REDLEASE_CLI_PATH, argv, env_extra, dir + "/out", dir + "/err");
+    if (p.running()) {
+      r.status = p.wait(20s);
+      r.out = p.out();
+      r.err = p.err();
     }
-    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    r.out = slurp(out);
-    r.err = slurp(err);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
