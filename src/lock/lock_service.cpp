@@ -470,6 +470,20 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     if (held->lost) return h(errc::lock_lost, false);
     if (!protocol_of(kind).reentrant()) return h(errc::would_deadlock, false);
     if (held->levels.size() >= protocol_of(kind).max_levels()) return h(errc::invalid_argument, false);
+    // An unlock of this hold is out, and is sent again (expecting the count it leaves) if its reply
+    // is late. A re-entry sent now would run between the two on the server: the retry would find
+    // the count it expects taken by the re-entry and take a second level. So it waits until the
+    // unlock is settled; its wait counts from now.
+    if (held->releasing > 0) {
+      after_release_[held].push_back([this, name = std::move(name), kind, owner, wait, lease, slot = std::move(slot),
+                                      how = how, h = std::move(h), cancel = std::move(cancel), fenced,
+                                      since = clock::now()]() mutable {
+        if (wait) wait = std::max(ms(0), *wait - std::chrono::duration_cast<ms>(clock::now() - since));
+        acquire(std::move(name), kind, owner, wait, lease, std::move(slot), how, std::move(h), std::move(cancel),
+                fenced);
+      });
+      return;
+    }
   }
   auto w = std::make_shared<waiter>(c_.executor());
   w->name = std::move(name);
@@ -1076,6 +1090,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         if (h) {
           --h->releasing;
           seen = std::exchange(h->loss_seen, std::nullopt);
+          if (h->releasing == 0) send_after_release(*h);
         }
         auto lost_now = [&] {
           if (seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *seen);
@@ -1132,6 +1147,19 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         }
         done({});
       });
+}
+
+// Posted: they run once this reply's handler has settled the hold (erased it, or taken its level).
+void lock_service::send_after_release(const hold& h) {
+  auto it = after_release_.find(&h);
+  if (it == after_release_.end()) return;
+  auto parked = std::move(it->second);
+  after_release_.erase(it);
+  asio::post(c_.executor(), [this, life = c_.weak_from_this(), parked = std::move(parked)]() mutable {
+    keep_client keep(life);
+    if (!keep) return;
+    for (auto& f : parked) f();  // after close(), each completes with client_closed
+  });
 }
 
 void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler done) {
@@ -1379,6 +1407,10 @@ void lock_service::close() {
   timers_.clear();
   auto ws = waiters_;
   for (auto& w : ws) finish_waiter(w, errc::client_closed, false);
+  auto parked = std::move(after_release_);
+  after_release_.clear();
+  for (auto& [h, fs] : parked)
+    for (auto& f : fs) f();  // client_closed
   for (auto& h : holds_) schedule_.remove(h.get());
   auto pending = std::move(keyspace_waiting_);
   keyspace_waiting_.clear();

@@ -152,6 +152,7 @@ class lock_service {
   void verify_later(std::shared_ptr<hold> h, const renew_context& ctx);
   void drop_lost_level(hold& h);
   // One release of a hold, of any kind, and its retries (exactly once: see release.lua's latch).
+  void send_after_release(const hold& h);  // the acquisitions parked while an unlock of h was out
   void release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
                     int attempt_no, long long expected, std::string request, void_handler done);
   ms latch_ttl() const;
@@ -192,6 +193,9 @@ class lock_service {
   ms interval_;
   enum class keyspace { unknown, querying, on, off } keyspace_ = keyspace::unknown;
   std::vector<unique_function<void()>> keyspace_waiting_;
+  // Acquisitions by an owner of a hold whose unlock is still out (`hold::releasing`): they go out
+  // once it is settled (or complete with client_closed at close()).
+  std::unordered_map<const hold*, std::vector<unique_function<void()>>> after_release_;
   std::minstd_rand rng_{std::random_device{}()};
   bool closed_ = false;
   enum class probe { unknown, yes, no } allow_oom_ = probe::unknown;

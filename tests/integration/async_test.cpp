@@ -292,6 +292,55 @@ TEST_F(async_test, an_unlock_message_skips_a_waiter_cancelled_with_its_attempt_o
   l.async_unlock(b, asio::use_future).get();
 }
 
+// An unlock whose reply is late is sent again in retry mode, expecting the count it leaves. A
+// re-entry by the same owner that went out between the two made that count again, and the retry
+// took a second level: the server held one level less than the owner, and the owner's last unlock
+// found the lock freed under it. A re-entry now waits until the unlock is settled.
+TEST_F(async_test, a_reentry_while_an_unlock_is_out_waits_for_it_to_settle) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  // The unlock's reply is held: after twice this without a reply the connection is dropped, and
+  // the unlock is sent again on the next one.
+  conf.request_timeout = 1000ms;
+  conf.health_check_interval = 0ms;
+  conf.sync_lane = false;
+  const std::string name = "reentry-while-unlocking-" + std::to_string(::getpid());
+  client c{conf};
+  c.ping();  // the command connection is the proxy's connection 0
+  auto l = c.lock(name);
+  const owner_id o = c.new_owner();
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  // One unlock first: the scripts are loaded and the release's variant is probed, so that below
+  // only the unlock and the re-entry go out.
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  l.async_unlock(o, asio::use_future).get();
+  auto count = [&] {
+    auto v = raw()({"HVALS", name});
+    return v.elements.empty() ? 0LL : std::stoll(v.elements[0].str);
+  };
+  ASSERT_EQ(count(), 2);
+
+  proxy.hold_replies(0, true);
+  auto unlocked = l.async_unlock(o, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return count() == 1; })) << "the unlock did not run";
+  auto reentered = l.async_try_lock(o, 0ms, asio::use_future);
+  // The unlock's retry (on the new connection) leaves its latch on the server.
+  ASSERT_TRUE(eventually([&] { return !raw()({"KEYS", "redisson_unlock_latch:{" + name + "}:*"}).elements.empty(); },
+                         5000ms));
+  proxy.hold_replies(0, false);
+  ASSERT_EQ(unlocked.wait_for(5s), std::future_status::ready);
+  EXPECT_NO_THROW(unlocked.get());
+  ASSERT_EQ(reentered.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(reentered.get());
+  EXPECT_EQ(count(), 2) << "the server's count is not the owner's";
+  EXPECT_NO_THROW(l.async_unlock(o, asio::use_future).get());
+  EXPECT_EQ(count(), 1);
+  EXPECT_NO_THROW(l.async_unlock(o, asio::use_future).get());
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 // The grant of an attempt whose reply was lost is given back by an undo. When the undo cannot be
 // delivered either (the reconnect goes nowhere), it is sent again until the server answers it.
 // Before, it was sent once and forgotten: the grant stayed on the server for a lease, held by
