@@ -167,10 +167,12 @@ class lock_handle {
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease);
   bool try_lock(std::chrono::milliseconds wait, std::chrono::milliseconds lease, std::error_code& ec);
   /// TimedLockable: waits up to `d` (rounded up to whole milliseconds; a wait longer than about
-  /// 34 years, `hours::max()` say, is one of 2^40 ms), watchdog lease.
+  /// 34 years, `hours::max()` say, is one of 2^40 ms; zero or negative, one attempt, as
+  /// `std::timed_mutex` does), watchdog lease.
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& d) {
-    return try_lock(saturated_wait(std::chrono::duration<double, std::milli>(d).count()));
+    auto wait = saturated_wait(std::chrono::duration<double, std::milli>(d).count());
+    return try_lock(wait.count() > 0 ? wait : std::chrono::milliseconds::zero());
   }
   /// TimedLockable: waits until `tp` (one attempt if it has passed), watchdog lease.
   template <class Clock, class Duration>
@@ -240,7 +242,9 @@ class lock_handle {
   /// never stops if the thread does not hold the lock.
   std::stop_token lost_token() const;
   /// Sets the callback for the holds taken through this handle (and its copies) from now on,
-  /// including the current ones. Replaces any earlier callback. Teardown promise: once it returns
+  /// including the current ones. Replaces any earlier callback. A hold is the handle's that took
+  /// its first level: a re-entry through another handle of the same name (a helper that calls
+  /// `client::lock(name)` itself) does not take it over. Teardown promise: once it returns
   /// (or the handle's last copy is destroyed, which clears the callback), the old callback is not
   /// running and never runs again; from another thread it waits for a running call to return, from
   /// inside the callback it takes effect when the callback returns.
@@ -380,7 +384,10 @@ class lock_handle {
         token);
   }
 
-  /// Copies share the on_lost callback and the wait strategy's state; cheap.
+  /// Copies share the on_lost callback and the wait strategy's state; cheap. A moved-from handle
+  /// may only be destroyed or assigned to (as a moved-from `client`). An asynchronous operation
+  /// whose initiation is deferred (`asio::deferred`, an awaitable not yet awaited) uses the handle
+  /// when it starts: the handle must outlive that, as an Asio I/O object must.
   lock_handle(const lock_handle& o);
   lock_handle(lock_handle&& o) noexcept;
   lock_handle& operator=(const lock_handle& o);

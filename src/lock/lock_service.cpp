@@ -553,7 +553,9 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     if (proto.per_attempt_id()) h->token = id;
     fresh = true;
   }
-  if (slot) h->slot = slot;
+  // The hold's callback is the one of the handle that took it: a re-entry through another handle
+  // took it over, and the first handle's on_lost never ran for the hold it took.
+  if (slot && (fresh || !h->slot)) h->slot = slot;
   h->levels.push_back(lease);
   {
     // One short lock per acquisition for what the local view reads: the set and the deadline.

@@ -195,6 +195,30 @@ TEST_F(lock_test, explicit_lease_expires_on_time_without_renewal) {
   EXPECT_EQ(ec, errc::lock_lost);
 }
 
+// A re-entry through another handle of the same name (a helper that calls client::lock itself)
+// replaced the hold's callback: the handle that took the hold was never told it was lost.
+TEST_F(lock_test, a_reentry_through_another_handle_leaves_the_hold_with_its_first_callback) {
+  client c{cfg(300ms)};
+  auto outer = c.lock("reentry-callback");
+  std::promise<void> outer_lost;
+  std::atomic<int> inner_calls{0};
+  outer.on_lost([&](const lost_info&) { outer_lost.set_value(); });
+  outer.lock();
+  {
+    auto inner = c.lock("reentry-callback");
+    inner.on_lost([&](const lost_info&) { ++inner_calls; });
+    inner.lock();  // a second level of the same hold
+    inner.unlock();
+  }
+  raw()({"DEL", "reentry-callback"});
+  auto f = outer_lost.get_future();
+  ASSERT_EQ(f.wait_for(3s), std::future_status::ready) << "the outer handle's on_lost never ran";
+  EXPECT_EQ(inner_calls.load(), 0);
+  std::error_code ec;
+  outer.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+}
+
 TEST_F(lock_test, lost_lock_detected_within_one_interval_after_external_del) {
   client c{cfg(300ms)};
   auto l = c.lock("lost");
@@ -611,7 +635,15 @@ TEST_F(lock_test, durations_beyond_the_clock_saturate_instead_of_overflowing) {
   EXPECT_FALSE(l.try_lock_until(steady::time_point::min()));
   EXPECT_FALSE(l.try_lock_until(std::chrono::time_point<std::chrono::system_clock, std::chrono::hours>::min()));
   EXPECT_FALSE(l.try_lock_for(std::chrono::nanoseconds::zero()));
+  // A negative wait is one attempt, as for std::timed_mutex (a deadline just passed): it threw
+  // invalid_argument, through std::unique_lock(l, d) too.
+  EXPECT_FALSE(l.try_lock_for(-5ms));
+  EXPECT_FALSE(l.try_lock_for(std::chrono::nanoseconds::min()));
   EXPECT_LT(ms_since(t0), 500);
+  {
+    std::unique_lock u(f, -5ms);
+    EXPECT_TRUE(u.owns_lock());
+  }
   EXPECT_EQ(raw()({"EXISTS", "free"}).integer, 0);
 }
 
