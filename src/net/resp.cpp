@@ -92,6 +92,7 @@ void resp_reader::reset() {
   buf_.clear();
   buf_.shrink_to_fit();
   pos_ = 0;
+  line_scanned_ = 0;
   stack_.clear();
   root_ = reply{};
   bulk_ = nullptr;
@@ -153,11 +154,15 @@ resp_reader::status resp_reader::next(reply& out) {
     // The type byte is judged as soon as it arrives: a peer that is not Redis (a TLS alert has no
     // line end at all) is told apart at once, not after a timeout.
     if (std::string_view("+-:$*").find(buf_[pos_]) == std::string_view::npos) return fail("an unknown reply type byte");
-    auto eol = buf_.find("\r\n", pos_);
+    // A line that arrives in pieces is searched from where the last search stopped (less one byte:
+    // its CR may have come alone), not from its start each time.
+    auto eol = buf_.find("\r\n", pos_ + line_scanned_);
     if (eol == std::string::npos) {
       if (buf_.size() - pos_ > limits_.max_line) return fail("a reply line longer than " + std::to_string(limits_.max_line) + " bytes");
+      line_scanned_ = buf_.size() - pos_ - 1;
       return status::incomplete;
     }
+    line_scanned_ = 0;
     if (eol - pos_ > limits_.max_line) return fail("a reply line longer than " + std::to_string(limits_.max_line) + " bytes");
     if (eol == pos_) return fail("an empty reply line");
     char type = buf_[pos_];

@@ -88,6 +88,7 @@ class resp_reader {
   resp_limits limits_;
   std::string buf_;
   std::size_t pos_ = 0;        // first unconsumed byte of buf_
+  std::size_t line_scanned_ = 0;  // bytes after pos_ of an unfinished line already searched for CRLF
   std::vector<frame> stack_;   // aggregates in progress, outermost first
   reply root_;
   reply* bulk_ = nullptr;      // a bulk string whose bytes are arriving

@@ -203,7 +203,10 @@ TEST(RespDecode, ByteByByte) {
 
 // Several replies in one stream, cut into chunks of every size from 1 to the whole stream.
 TEST(RespDecode, ArbitraryChunkBoundaries) {
-  const std::string stream = ":5\r\n"s + nested_bytes + "$-1\r\n+PONG\r\n$4\r\n\0\0\0\0\r\n-ERR x\r\n*0\r\n"s;
+  // "+a\rb": a CR inside a line, then the line end, wherever the cuts fall (a line that arrives in
+  // pieces is searched from where the last search stopped).
+  const std::string stream =
+      ":5\r\n"s + nested_bytes + "$-1\r\n+PONG\r\n$4\r\n\0\0\0\0\r\n-ERR x\r\n*0\r\n+a\rb\r\n"s;
   for (std::size_t chunk = 1; chunk <= stream.size(); ++chunk) {
     SCOPED_TRACE("chunk " + std::to_string(chunk));
     resp_reader rd;
@@ -219,7 +222,7 @@ TEST(RespDecode, ArbitraryChunkBoundaries) {
         got.push_back(std::move(r));
       }
     }
-    ASSERT_EQ(got.size(), 7u);
+    ASSERT_EQ(got.size(), 8u);
     EXPECT_EQ(got[0].integer, 5);
     check_nested(got[1]);
     EXPECT_TRUE(got[2].is_nil());
@@ -231,6 +234,7 @@ TEST(RespDecode, ArbitraryChunkBoundaries) {
     EXPECT_EQ(got[5].str, "ERR x");
     EXPECT_EQ(got[6].type, kind::array);
     EXPECT_TRUE(got[6].elements.empty());
+    EXPECT_EQ(got[7].str, "a\rb");
   }
 }
 
