@@ -233,6 +233,40 @@ TEST_F(chaos_test, holder_network_stall_past_lease_is_told_before_another_acquir
 
 // ---- 2. the holder process is frozen past its lease ----------------------------------------------
 
+
+// The same with 60 ms of latency on the holder's route: on loopback a valid_until timed from the
+// reply instead of the request's send could not be told apart; here it ends after the server's
+// expiry, when the other owner already holds the lock.
+TEST_F(chaos_test, holder_stall_with_latency_keeps_valid_until_anchored_at_the_send) {
+  const ms lease = 600ms;
+  fault_proxy proxy(server().port());
+  client holder{conf(lease, &proxy, 500ms)};
+  auto l = holder.lock("s1r");
+  lost_probe lost;
+  lost.attach(l);
+  l.lock();
+  ASSERT_TRUE(eventually([&] { return holder.stats().renewed_locks >= 1; }, 3000ms));  // warm
+  proxy.set_latency(60ms);
+  const auto renewed = holder.stats().renewed_locks;
+  ASSERT_TRUE(eventually([&] { return holder.stats().renewed_locks >= renewed + 2; }, 3000ms));
+  proxy.stall(true);
+  client other{conf(30000ms)};
+  auto lo = other.lock("s1r");
+  const owner_id o = other.new_owner();
+  auto acq = try_async(lo, o, 5000ms);
+  ASSERT_TRUE(lost.wait(lease + 2000ms));
+  auto got = acq.get();
+  ASSERT_TRUE(got.got);
+  const auto vu = l.valid_until();
+  EXPECT_LE(vu, got.at) << "valid_until " << ms_between(got.at, vu) << " ms after the other acquired";
+  EXPECT_LE(lost.at(), got.at + 50ms) << "told " << ms_between(got.at, lost.at()) << " ms after the other acquired";
+  proxy.stall(false);
+  proxy.set_latency(0ms);
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_FALSE(unlock_async(lo, o).get());
+}
+
 TEST_F(chaos_test, frozen_holder_process_learns_loss_on_resume_and_never_unlocks_the_new_holder) {
   for (const char* kind : {"reentrant", "mutex"}) {
     SCOPED_TRACE(kind);

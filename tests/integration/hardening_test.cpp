@@ -197,7 +197,9 @@ TEST_F(hardening, two_threads_closing_one_client_at_once_both_return) {
 
 TEST_F(hardening, ThrowingOnLostIsReportedAndTheWatchdogGoesOn) {
   error_log log;
-  client c(cfg_with(log));
+  auto conf = cfg(300ms);  // renewals every 100 ms: a watchdog that stopped shows within the test
+  conf.on_error = log.hook();
+  client c(conf);
   auto l = c.lock("lost-throws");
   auto other = c.lock("keeps-going");
   l.on_lost([](const lost_info&) { throw std::runtime_error("on_lost threw"); });
@@ -207,8 +209,10 @@ TEST_F(hardening, ThrowingOnLostIsReportedAndTheWatchdogGoesOn) {
   EXPECT_TRUE(c.lock("lost-throws").force_unlock());  // this client's hold is told at once
   EXPECT_TRUE(eventually([&] { return log.has("on_lost callback: exception: on_lost threw"); }));
   EXPECT_FALSE(l.valid(owner));
+  const auto renewed = c.stats().renewed_locks;
+  EXPECT_TRUE(eventually([&] { return c.stats().renewed_locks >= renewed + 3; }, 2000ms)) << "the watchdog stopped";
   EXPECT_TRUE(other.valid(owner));
-  c.ping();
+  EXPECT_GT(raw()({"PTTL", "keeps-going"}).integer, 0);
   other.async_unlock(owner, asio::use_future).get();
 }
 

@@ -417,6 +417,29 @@ TEST_F(lock_test, force_unlock_wakes_waiters_and_tells_holder) {
   ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
 }
 
+// The waiter above could wake by the holder's 300 ms TTL alone; here the holder's lease is 30 s,
+// so only force_unlock's message wakes it within the bound.
+TEST_F(lock_test, force_unlock_wakes_a_waiter_by_its_message) {
+  client c{cfg()};
+  auto l = c.lock("force2");
+  l.lock();
+  client other{cfg()};
+  auto lo = other.lock("force2");
+  auto waiter = std::async(std::launch::async, [&] {
+    bool got = lo.try_lock(5s);
+    if (got) lo.unlock();
+    return got;
+  });
+  ASSERT_TRUE(eventually([&] {
+    auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{force2}"});
+    return r.elements.size() == 2 && r.elements[1].integer >= 1;
+  }));
+  auto t0 = steady::now();
+  EXPECT_TRUE(other.lock("force2").force_unlock());
+  EXPECT_TRUE(waiter.get());
+  EXPECT_LT(ms_since(t0), 1000);
+}
+
 TEST_F(lock_test, release_retry_never_double_decrements) {
   // The release script run as the client runs it after lost or late replies.
   client c{cfg()};

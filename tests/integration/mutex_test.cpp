@@ -113,7 +113,9 @@ TEST_F(mutex_test, watchdog_renews_with_compare_and_pexpire) {
 }
 
 TEST_F(mutex_test, redlease_release_wakes_waiter_at_once) {
-  client c{cfg()};
+  auto conf = cfg();
+  conf.mutex_poll_cap = 10s;  // only the release's message can wake it within the bound below
+  client c{conf};
   auto m = c.mutex("mwake");
   m.lock();
   auto waiter = std::async(std::launch::async, [&] {
