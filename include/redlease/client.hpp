@@ -146,7 +146,8 @@ class client {
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::write_lock write_lock(std::string name);
   /// Stock split over `segments` keys `<name>:0` .. (flash sales; see `segmented_stock`).
-  /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0.
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0 or more
+  /// than `segmented_stock::max_segments` (1024).
   segmented_stock stock(std::string name, std::size_t segments);
 
   /// A fresh owner id for the async lock calls (unique in this process, never a thread's id).

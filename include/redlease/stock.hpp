@@ -24,10 +24,17 @@ class client_impl;
 ///
 /// `try_take(n)` deducts `n` units from one segment in a single Lua call: it starts at a segment
 /// chosen round-robin per client and moves on to the next when one has fewer than `n` left, so an
-/// order is never split and the stock is never oversold. Thread-safe; a cheap handle.
+/// order is never split and the stock is never oversold, at any count up to `LLONG_MAX` (counts are
+/// compared and deducted as exact 64-bit integers, never as Lua doubles). Thread-safe; a cheap handle
+/// (the key list is built once and shared by copies).
 class segmented_stock {
  public:
-  /// Made by `client::stock(name, segments)`.
+  /// The most segments a stock may have. Every call sends all the keys (the script may have to walk
+  /// them all), so a call's size and its worst-case walk grow with the count; 1024 is far past the
+  /// point where more segments spread the load any further, and keeps a call to tens of kilobytes.
+  static constexpr std::size_t max_segments = 1024;
+
+  /// Made by `client::stock(name, segments)`, which checks `name` and `segments`.
   segmented_stock(std::shared_ptr<detail::client_impl> c, std::string name, std::size_t segments);
 
   /// The stock's name (the key prefix).
@@ -38,14 +45,21 @@ class segmented_stock {
   std::string segment_key(std::size_t i) const;
 
   /// Sets the stock to `total`, split evenly (the first `total % segments` get one more), atomically.
+  /// Every total from 0 to `LLONG_MAX` (the most a Redis counter, and so DECRBY, can hold) is stored
+  /// exactly: the split is computed here in 64-bit integers and each segment's count sent as text.
   /// @throws redlease::error; `errc::invalid_argument` for a negative total.
   void init(long long total);
   /// As above; on failure sets `ec` (`errc::invalid_argument` for a negative total).
   void init(long long total, std::error_code& ec);
-  /// Takes `n` units from one segment that has them. False when no segment has `n` left.
-  /// @throws redlease::error; `errc::invalid_argument` for n <= 0.
+  /// Takes `n` units from one segment that has them. False when no segment has `n` left. Exact for
+  /// every `n` up to `LLONG_MAX`.
+  /// @throws redlease::error; `errc::invalid_argument` for n <= 0; `errc::bad_reply` when the walk
+  /// over the segments meets one that holds something that is not a count (the message, and
+  /// `last_error_text()`, name the key and its value): the call fails rather than skip it, so the
+  /// same corrupt segment fails the same calls every time. The connection's and server's errors.
   bool try_take(long long n = 1);
-  /// As above; on failure sets `ec` (`errc::invalid_argument` for n <= 0) and returns false.
+  /// As above; on failure sets `ec` (`errc::invalid_argument` for n <= 0, `errc::bad_reply` for a
+  /// segment that is not a count, its key in `last_error_text()`) and returns false.
   bool try_take(long long n, std::error_code& ec);
   /// The units left, summed over the segments (one MGET; a missing segment counts 0).
   /// @throws redlease::error: `errc::bad_reply` when a segment holds something that is not a count
@@ -54,7 +68,8 @@ class segmented_stock {
   /// As above; on failure sets `ec` and returns 0.
   long long remaining(std::error_code& ec);
 
-  /// Async `try_take`. Completion signature `void(std::error_code, bool taken)`.
+  /// Async `try_take`. Completion signature `void(std::error_code, bool taken)`; errors as for
+  /// `try_take` (a bad segment's key is in `last_error_text()` during the handler).
   template <class CompletionToken>
   auto async_try_take(long long n, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
@@ -70,6 +85,8 @@ class segmented_stock {
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;
   std::size_t segments_;
+  struct key_list;
+  std::shared_ptr<const key_list> keys_;  // the segment keys, encoded once
 };
 
 }  // namespace redlease

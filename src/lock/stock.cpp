@@ -11,12 +11,26 @@
 namespace redlease {
 
 segmented_stock client::stock(std::string name, std::size_t segments) {
-  if (name.empty() || segments == 0) throw error(errc::invalid_argument, "client::stock: empty name or no segments");
+  if (name.empty() || segments == 0 || segments > segmented_stock::max_segments)
+    throw error(errc::invalid_argument, "client::stock: empty name, or segments not in 1.." +
+                                            std::to_string(segmented_stock::max_segments));
   return segmented_stock(impl_, std::move(name), segments);
 }
 
+struct segmented_stock::key_list {
+  std::string name;
+  std::string first;    // segment 0's key: routes every call
+  std::string encoded;  // every segment key as RESP bulk strings, in order
+};
+
 segmented_stock::segmented_stock(std::shared_ptr<detail::client_impl> c, std::string name, std::size_t segments)
-    : client_(std::move(c)), name_(std::move(name)), segments_(segments) {}
+    : client_(std::move(c)), name_(std::move(name)), segments_(segments) {
+  auto k = std::make_shared<key_list>();
+  k->name = name_;
+  k->first = segment_key(0);
+  for (std::size_t i = 0; i < segments_; ++i) detail::encode_arg(k->encoded, segment_key(i));
+  keys_ = std::move(k);
+}
 
 std::string segmented_stock::segment_key(std::size_t i) const { return name_ + ":" + std::to_string(i); }
 
@@ -24,10 +38,12 @@ asio::any_io_executor segmented_stock::executor() const { return client_->execut
 
 namespace {
 
-detail::arg_list keys_of(const segmented_stock& s) {
+// numkeys and the keys of a stock script; the arguments follow.
+detail::arg_list keys_of(const std::string& encoded, std::size_t segments) {
   detail::arg_list a;
-  a.add(static_cast<long long>(s.segments()));
-  for (std::size_t i = 0; i < s.segments(); ++i) a.add(s.segment_key(i));
+  a.add(static_cast<long long>(segments));
+  a.buf += encoded;
+  a.count += segments;
   return a;
 }
 
@@ -38,15 +54,26 @@ std::atomic<std::uint64_t> next_start{0};
 
 void segmented_stock::async_try_take_impl(long long n, detail::unique_function<void(std::error_code, bool)> h) {
   if (n <= 0) return h(errc::invalid_argument, false);
-  auto a = keys_of(*this);
+  auto a = keys_of(keys_->encoded, segments_);
   a.add(n).add(static_cast<long long>(next_start.fetch_add(1, std::memory_order_relaxed) % segments_));
-  client_->run_or_fail([c = client_, key = segment_key(0), a = std::move(a), h = std::move(h)](bool closed) mutable {
+  client_->run_or_fail([c = client_, keys = keys_, segments = segments_, a = std::move(a),
+                        h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, false);
-    c->exec_script(key, detail::lua::stock_take, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    auto on_reply = [h = std::move(h), keys, segments](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
-      if (!r.is_integer()) return h(errc::bad_reply, false);
-      h({}, r.integer > 0);
-    });
+      if (r.is_integer() && r.integer >= 0 && static_cast<unsigned long long>(r.integer) <= segments)
+        return h({}, r.integer > 0);
+      // {index, value}: the script met a segment DECRBY would refuse. A typed error naming the key.
+      if (r.is_array() && r.elements.size() == 2 && r.elements[0].is_integer() && r.elements[0].integer >= 1 &&
+          static_cast<unsigned long long>(r.elements[0].integer) <= segments) {
+        detail::scoped_error_text words("segment key \"" + keys->name + ":" + std::to_string(r.elements[0].integer - 1) +
+                                        "\" holds \"" + detail::printable_prefix(r.elements[1].str, 64) +
+                                        "\", not a count");
+        return h(errc::bad_reply, false);
+      }
+      h(errc::bad_reply, false);
+    };
+    c->exec_script(keys->first, detail::lua::stock_take, std::move(a), std::move(on_reply));
   });
 }
 
@@ -66,10 +93,12 @@ void segmented_stock::init(long long total, std::error_code& ec) {
     ec = errc::invalid_argument;
     return;
   }
-  auto a = keys_of(*this);
-  a.add(total);
-  detail::sync_call<bool>(*client_, ec, [c = client_.get(), key = segment_key(0), a = std::move(a)](auto done) mutable {
-    c->exec_script(key, detail::lua::stock_init, std::move(a),
+  auto a = keys_of(keys_->encoded, segments_);
+  // Exact counts, as text: the script never does arithmetic on them (Lua numbers are doubles).
+  auto seg = static_cast<long long>(segments_);
+  for (long long i = 0; i < seg; ++i) a.add(total / seg + (i < total % seg ? 1 : 0));
+  detail::sync_call<bool>(*client_, ec, [c = client_.get(), keys = keys_, a = std::move(a)](auto done) mutable {
+    c->exec_script(keys->first, detail::lua::stock_init, std::move(a),
                    [done = std::move(done)](std::error_code e, reply) mutable { done(e, !e); });
   });
 }
@@ -89,13 +118,14 @@ struct stock_sum {
   std::string bad_value;
 };
 
-stock_sum sum_segments(const segmented_stock& s, detail::client_impl& c, std::error_code& ec) {
+stock_sum sum_segments(const segmented_stock& s, const std::string& first, const std::string& encoded,
+                       detail::client_impl& c, std::error_code& ec) {
   std::string p;
   detail::encode_header(p, s.segments() + 1);
   detail::encode_arg(p, std::string_view("MGET"));
-  for (std::size_t i = 0; i < s.segments(); ++i) detail::encode_arg(p, s.segment_key(i));
-  return detail::sync_call<stock_sum>(c, ec, [&s, c = &c, p = std::move(p)](auto done) mutable {
-    c->exec(s.segment_key(0), std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
+  p += encoded;
+  return detail::sync_call<stock_sum>(c, ec, [&s, &first, c = &c, p = std::move(p)](auto done) mutable {
+    c->exec(first, std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
       if (e) return done(e, stock_sum{});
       if (!r.is_array()) return done(errc::bad_reply, stock_sum{});
       stock_sum out;
@@ -104,7 +134,11 @@ stock_sum sum_segments(const segmented_stock& s, detail::client_impl& c, std::er
         if (el.is_nil()) continue;
         long long v = 0;
         auto [q, pe] = std::from_chars(el.str.data(), el.str.data() + el.str.size(), v);
-        if (!el.is_string() || pe != std::errc{} || q != el.str.data() + el.str.size() ||
+        // A count as Redis's DECRBY reads it: no leading zero, no "-0" (which from_chars would take).
+        std::string_view digits = el.str;
+        if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
+        bool canonical = el.str == "0" || (!digits.empty() && digits[0] >= '1' && digits[0] <= '9');
+        if (!el.is_string() || !canonical || pe != std::errc{} || q != el.str.data() + el.str.size() ||
             __builtin_add_overflow(out.sum, v, &out.sum)) {
           // A value someone else wrote: a typed error naming the key, never an exception here.
           out.bad_key = s.segment_key(i);
@@ -120,13 +154,13 @@ stock_sum sum_segments(const segmented_stock& s, detail::client_impl& c, std::er
 }  // namespace
 
 long long segmented_stock::remaining(std::error_code& ec) {
-  auto r = sum_segments(*this, *client_, ec);
+  auto r = sum_segments(*this, keys_->first, keys_->encoded, *client_, ec);
   return ec ? 0 : r.sum;
 }
 
 long long segmented_stock::remaining() {
   std::error_code ec;
-  auto r = sum_segments(*this, *client_, ec);
+  auto r = sum_segments(*this, keys_->first, keys_->encoded, *client_, ec);
   if (ec == errc::bad_reply && !r.bad_key.empty())
     throw error(ec, "segmented_stock::remaining \"" + name_ + "\": segment key \"" + r.bad_key + "\" holds \"" +
                         r.bad_value + "\", not a count");

@@ -1,12 +1,7 @@
--- Set a segmented stock: KEYS are the segments; ARGV[1] the total, split evenly (the first
--- total % #KEYS segments get one unit more). Returns the total.
-local total = tonumber(ARGV[1])
-local n = #KEYS
-local base = math.floor(total / n)
-local extra = total - base * n
-for i = 1, n do
-  local v = base
-  if i <= extra then v = v + 1 end
-  redis.call('set', KEYS[i], v)
+-- Set a segmented stock: KEYS are the segments, ARGV[i] the count of KEYS[i] as decimal text. The
+-- client splits the total in 64-bit integers: Lua numbers are doubles, which round above 2^53 and
+-- which SET would store as "1e+17" from 1e17 on. Returns the number of segments.
+for i = 1, #KEYS do
+  redis.call('set', KEYS[i], ARGV[i])
 end
-return total
+return #KEYS

@@ -5,6 +5,7 @@
 #include <asio/use_future.hpp>
 
 #include <atomic>
+#include <climits>
 #include <thread>
 
 #include "lock_test_support.hpp"
@@ -74,6 +75,108 @@ TEST_F(stock_test, async_take_with_future) {
   s.init(1);
   EXPECT_TRUE(s.async_try_take(1, asio::use_future).get());
   EXPECT_FALSE(s.async_try_take(1, asio::use_future).get());
+}
+
+// Segment counts are bounded: a huge count was accepted and only failed at the first call, with
+// bad_alloc out of the error_code overload.
+TEST_F(stock_test, segment_count_is_bounded_at_the_handle) {
+  client c{cfg()};
+  for (std::size_t n : {segmented_stock::max_segments + 1, std::size_t{1} << 40}) {
+    try {
+      (void)c.stock("sku:many", n);
+      ADD_FAILURE() << "client::stock accepted " << n << " segments";
+    } catch (const redlease::error& e) {
+      EXPECT_EQ(e.code(), errc::invalid_argument) << e.what();
+    }
+  }
+  auto s = c.stock("sku:many", segmented_stock::max_segments);
+  s.init(2048);
+  EXPECT_EQ(raw()({"GET", "sku:many:1023"}).str, "2");
+  EXPECT_TRUE(s.try_take(2));
+  EXPECT_EQ(s.remaining(), 2046);
+}
+
+// init splits in 64-bit integers: a Lua double stored 99999999999999999 as "1e+17" and rounded
+// 2^53 + 1 to 2^53.
+TEST_F(stock_test, init_stores_every_count_exactly_up_to_llong_max) {
+  client c{cfg()};
+  auto one = c.stock("sku:big1", 1);
+  one.init(99'999'999'999'999'999);
+  EXPECT_EQ(raw()({"GET", "sku:big1:0"}).str, "99999999999999999");
+  one.init(9'007'199'254'740'993);  // 2^53 + 1
+  EXPECT_EQ(raw()({"GET", "sku:big1:0"}).str, "9007199254740993");
+  EXPECT_EQ(one.remaining(), 9'007'199'254'740'993);
+
+  auto three = c.stock("sku:big3", 3);
+  three.init(LLONG_MAX);  // 9223372036854775807 = 3 * 3074457345618258602 + 1
+  EXPECT_EQ(raw()({"GET", "sku:big3:0"}).str, "3074457345618258603");
+  EXPECT_EQ(raw()({"GET", "sku:big3:1"}).str, "3074457345618258602");
+  EXPECT_EQ(raw()({"GET", "sku:big3:2"}).str, "3074457345618258602");
+  EXPECT_EQ(three.remaining(), LLONG_MAX);
+  EXPECT_TRUE(three.try_take(1));
+  EXPECT_EQ(three.remaining(), LLONG_MAX - 1);
+}
+
+// try_take compares and deducts exactly: n = 2^53 + 1 rounded to 2^53 and took a segment holding
+// 2^53 to 0 (one unit oversold).
+TEST_F(stock_test, take_is_exact_above_two_to_the_53) {
+  client c{cfg()};
+  auto s = c.stock("sku:exact", 2);
+  const long long p53 = 9'007'199'254'740'992;
+  raw()({"SET", "sku:exact:0", std::to_string(p53)});
+  raw()({"SET", "sku:exact:1", std::to_string(p53)});
+  EXPECT_FALSE(s.try_take(p53 + 1));
+  EXPECT_EQ(raw()({"GET", "sku:exact:0"}).str, "9007199254740992");
+  EXPECT_EQ(raw()({"GET", "sku:exact:1"}).str, "9007199254740992");
+  EXPECT_TRUE(s.try_take(p53 - 1));
+  EXPECT_EQ(s.remaining(), p53 + 1);
+  EXPECT_TRUE(s.try_take(p53));
+  EXPECT_EQ(s.remaining(), 1);
+
+  raw()({"SET", "sku:exact:0", std::to_string(LLONG_MAX - 1)});
+  raw()({"SET", "sku:exact:1", "0"});
+  EXPECT_FALSE(s.try_take(LLONG_MAX));
+  raw()({"SET", "sku:exact:1", std::to_string(LLONG_MAX)});
+  EXPECT_TRUE(s.try_take(LLONG_MAX));
+  EXPECT_EQ(raw()({"GET", "sku:exact:1"}).str, "0");
+  EXPECT_EQ(raw()({"GET", "sku:exact:0"}).str, std::to_string(LLONG_MAX - 1));
+}
+
+// A segment holding something DECRBY refuses: every take whose walk meets it fails with bad_reply
+// naming the key (it was server_error with Lua's text, no key); the others sell from the good ones.
+TEST_F(stock_test, a_segment_that_is_not_a_count_is_bad_reply_naming_the_key) {
+  client c{cfg()};
+  auto s = c.stock("sku:junk", 4);
+  for (const char* junk : {"not-a-number", "1e3", "007", " 7", "9223372036854775808", "-0", ""}) {
+    SCOPED_TRACE(junk);
+    s.init(40);
+    raw()({"SET", "sku:junk:2", junk});
+    int taken = 0, bad = 0;
+    for (int i = 0; i < 8; ++i) {  // consecutive calls: every start segment twice
+      try {
+        taken += s.try_take(1) ? 1 : 0;
+      } catch (const redlease::error& e) {
+        ++bad;
+        EXPECT_EQ(e.code(), errc::bad_reply) << e.what();
+        EXPECT_NE(std::string(e.what()).find("\"sku:junk:2\""), std::string::npos) << e.what();
+      }
+    }
+    EXPECT_EQ(bad, 2);  // the calls that start at segment 2
+    EXPECT_EQ(taken, 6);
+    std::error_code ec;
+    for (int i = 0; i < 4 && !ec; ++i) s.try_take(1, ec);
+    EXPECT_EQ(ec, errc::bad_reply);
+    EXPECT_NE(last_error_text().find("sku:junk:2"), std::string::npos) << last_error_text();
+    s.remaining(ec);  // the same values are not counts to remaining() either
+    EXPECT_EQ(ec, errc::bad_reply);
+  }
+  raw()({"DEL", "sku:junk:2"});
+  raw()({"HSET", "sku:junk:2", "f", "v"});
+  std::error_code ec;
+  for (int i = 0; i < 4 && !ec; ++i) s.try_take(1, ec);
+  EXPECT_EQ(ec, errc::bad_reply);
+  EXPECT_NE(last_error_text().find("sku:junk:2"), std::string::npos) << last_error_text();
+  EXPECT_EQ(c.stats().connection_losses, 0u);
 }
 
 }  // namespace
