@@ -1157,7 +1157,7 @@ void lock_service::send_after_release(const hold& h) {
   if (it == after_release_.end()) return;
   auto parked = std::move(it->second);
   after_release_.erase(it);
-  asio::post(c_.executor(), [this, life = c_.weak_from_this(), parked = std::move(parked)]() mutable {
+  asio::post(c_.executor(), [life = c_.weak_from_this(), parked = std::move(parked)]() mutable {
     keep_client keep(life);
     if (!keep) return;
     for (auto& f : parked) f();  // after close(), each completes with client_closed

@@ -436,8 +436,14 @@ TEST_F(chaos_test, pubsub_connection_killed_waiters_still_acquire) {
       proxy.refuse(true);
       ASSERT_GE(raw()({"CLIENT", "KILL", "TYPE", "pubsub"}).integer, 1);
       ASSERT_TRUE(eventually([&] { return !subscribers_at_least(channel, 1); }));
+      // The subscription's confirmation wakes the waiters for one more try, and b may read it only
+      // now, just before the end of the stream: once b tries to come back it has read both, and a
+      // command behind those tries on b's connection answers after them. The unlock comes later.
+      ASSERT_TRUE(eventually([&] { return proxy.accepted() > 2; }));
+      b.command({"PING"});
       la.unlock();
-      ASSERT_TRUE(eventually([&] { return proxy.accepted() > 2; }));  // it is trying to come back
+      const auto tries = proxy.accepted();
+      ASSERT_TRUE(eventually([&] { return proxy.accepted() > tries; }));  // still trying to come back
       for (auto& w : waits) EXPECT_EQ(w.wait_for(0ms), std::future_status::timeout);
       t0 = steady::now();
       proxy.refuse(false);
