@@ -524,8 +524,8 @@ TEST_F(async_test, mixed_renewal_batch_renews_each_lock_and_reports_only_the_sto
   for (std::size_t i = 0; i < es.size(); ++i) ls[i].async_lock(es[i].owner, asio::use_future).get();
   const auto calls0 = c.stats().renew_calls;
   const auto renewed0 = c.stats().renewed_locks;
-  std::this_thread::sleep_for(750ms);  // 2.5 leases: each lock needs at least two renewals
-  EXPECT_GE(c.stats().renewed_locks - renewed0, 2 * es.size());
+  // Three renewals each (a lease at least, at one every 100 ms): the keys outlive their first lease.
+  ASSERT_TRUE(eventually([&] { return c.stats().renewed_locks - renewed0 >= 3 * es.size(); }));
   EXPECT_LT(c.stats().renew_calls - calls0, c.stats().renewed_locks - renewed0);  // batched
   for (std::size_t i = 0; i < es.size(); ++i) {
     EXPECT_TRUE(ls[i].valid(es[i].owner)) << es[i].name;
@@ -539,7 +539,8 @@ TEST_F(async_test, mixed_renewal_batch_renews_each_lock_and_reports_only_the_sto
   auto f = lost[1].get_future();
   ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
   EXPECT_EQ(f.get().reason, lost_reason::taken);
-  std::this_thread::sleep_for(350ms);  // another round of renewals for the others
+  const auto renewed1 = c.stats().renewed_locks;  // two more rounds for the others
+  ASSERT_TRUE(eventually([&] { return c.stats().renewed_locks - renewed1 >= 2 * (es.size() - 1); }));
   for (std::size_t i = 0; i < es.size(); ++i) {
     if (i == 1) continue;
     EXPECT_TRUE(ls[i].valid(es[i].owner)) << es[i].name;

@@ -33,6 +33,18 @@ class hardening : public lock_fixture {
     c.on_error = log.hook();
     return c;
   }
+
+  // Publishes to `channel`, which `c` subscribes to first, and waits until `c` has delivered it.
+  // Its pub/sub connection delivers in order: whatever was published before has been handled.
+  void await_marker(client& c, const std::string& channel) {
+    std::promise<void> seen;
+    std::atomic<bool> once{false};
+    auto marker = c.subscribe(channel, [&](std::string_view, std::string_view) {
+      if (!once.exchange(true)) seen.set_value();
+    });
+    ASSERT_EQ(raw()({"PUBLISH", channel, "m"}).integer, 1);
+    ASSERT_EQ(seen.get_future().wait_for(5s), std::future_status::ready);
+  }
 };
 
 // 1. One bad value in Redis: a typed error naming the key; everything else keeps working.
@@ -345,8 +357,9 @@ TEST_F(hardening, SubscriptionResetWaitsForARunningCallback) {
   EXPECT_TRUE(finished.load()) << "reset() returned while the callback was running";
   inbox.reset();  // the callback's target dies: the callback must never run again
   raw()({"PUBLISH", "teardown", "m2"});
-  c.ping();
-  std::this_thread::sleep_for(50ms);  // a late callback would touch freed memory (ASan/TSan)
+  // A late callback would touch freed memory (ASan/TSan). m2 came in on the pub/sub connection
+  // before the marker, which is delivered after it: by then m2 was dispatched or dropped.
+  await_marker(c, "teardown:marker");
 }
 
 TEST_F(hardening, SubscriptionResetFromInsideItsCallbackNeitherWaitsNorRunsAgain) {
@@ -363,8 +376,7 @@ TEST_F(hardening, SubscriptionResetFromInsideItsCallbackNeitherWaitsNorRunsAgain
   raw()({"PUBLISH", "self-reset", "1"});
   ASSERT_EQ(done.get_future().wait_for(2s), std::future_status::ready) << "deadlocked";
   raw()({"PUBLISH", "self-reset", "2"});
-  c.ping();
-  std::this_thread::sleep_for(50ms);
+  await_marker(c, "self-reset:marker");  // delivered after "2"
   EXPECT_EQ(calls.load(), 1);
 }
 

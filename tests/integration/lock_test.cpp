@@ -286,6 +286,7 @@ TEST_F(lock_test, waiter_wakes_on_unlock_message_not_ttl) {
   client c{cfg()};  // 30 s lease: a TTL-based wake-up would take 30 s
   auto l = c.lock("wake");
   l.lock();
+  const auto replies0 = c.stats().replies;
   std::promise<void> waiting;
   std::atomic<long long> woke_at{0};
   std::thread waiter([&] {
@@ -301,7 +302,8 @@ TEST_F(lock_test, waiter_wakes_on_unlock_message_not_ttl) {
     auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{wake}"});
     return r.elements.size() == 2 && r.elements[1].integer == 1;
   }));
-  std::this_thread::sleep_for(50ms);
+  // The subscription's confirmation makes it try once more: wait for that answer too.
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= replies0 + 2; }));
   auto t_unlock = steady::now();
   l.unlock();
   waiter.join();
@@ -544,14 +546,15 @@ TEST_F(lock_test, backoff_wait_strategy_retries_without_pubsub) {
   holder.lock();
   auto l = c.lock("bo");
   l.set_wait_strategy(wait_strategy::backoff(5ms, 40ms, 2.0, 0.5));
+  const auto commands0 = c.stats().commands;
   std::thread t([&] {
     auto t0 = steady::now();
     EXPECT_TRUE(l.try_lock(5s));
     EXPECT_LT(ms_since(t0), 2000);
     l.unlock();
   });
-  std::this_thread::sleep_for(200ms);
-  // No subscription: it polls with backoff (capped at 40 ms).
+  // No subscription: it polls with backoff (capped at 40 ms). Checked after a few tries.
+  ASSERT_TRUE(eventually([&] { return c.stats().commands >= commands0 + 4; }));
   auto r = raw()({"PUBSUB", "NUMSUB", "redisson_lock__channel:{bo}"});
   EXPECT_EQ(r.elements[1].integer, 0);
   holder.unlock();

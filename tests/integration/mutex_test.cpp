@@ -141,8 +141,13 @@ TEST_F(mutex_test, foreign_holder_release_is_seen_within_poll_cap) {
   client c{conf};
   raw()({"SET", "foreign", "redis-py-token", "NX", "PX", "60000"});  // another library's holder
   auto m = c.mutex("foreign");
+  const auto replies0 = c.stats().replies;
   auto waiter = std::async(std::launch::async, [&] { return m.try_lock(5s); });
-  std::this_thread::sleep_for(100ms);
+  ASSERT_TRUE(eventually([&] { return c.stats().replies > replies0; }));  // its first attempt failed
+  // It polls at the configured cap, not the 100 ms default: about 12 tries in 600 ms, not 6.
+  const auto commands0 = c.stats().commands;
+  std::this_thread::sleep_for(600ms);
+  EXPECT_GE(c.stats().commands - commands0, 9u) << c.stats().commands - commands0;
   auto t0 = steady::now();
   raw()({"DEL", "foreign"});  // its compare-and-delete publishes nothing
   EXPECT_TRUE(waiter.get());

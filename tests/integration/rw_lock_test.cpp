@@ -14,10 +14,19 @@
 namespace redlease::test {
 namespace {
 
-class rw_lock_test : public lock_fixture {};
+class rw_lock_test : public lock_fixture {
+ protected:
+  // A waiter's client that re-checks only every 8 s: within the tests' 1 s bounds, only a message
+  // (or a release that wakes the local waiters) can let it in.
+  config no_poll() {
+    auto c = cfg();
+    c.mutex_poll_cap = 8000ms;
+    return c;
+  }
+};
 
 TEST_F(rw_lock_test, readers_share_and_a_writer_excludes) {
-  client a(cfg()), b(cfg());
+  client a(cfg()), b(no_poll());
   auto ra = a.read_lock("rw:share");
   auto rb = b.read_lock("rw:share");
   auto wb = b.write_lock("rw:share");
@@ -74,7 +83,7 @@ TEST_F(rw_lock_test, a_read_grant_refused_its_timeout_key_leaves_no_hash) {
 }
 
 TEST_F(rw_lock_test, a_downgrade_works_and_its_release_lets_readers_in_at_once) {
-  client a(cfg()), b(cfg());
+  client a(cfg()), b(no_poll());
   auto wa = a.write_lock("rw:down");
   auto ra = a.read_lock("rw:down");
   auto rb = b.read_lock("rw:down");
@@ -130,7 +139,7 @@ TEST_F(rw_lock_test, redlease_and_redisson_exclude_and_wake_each_other) {
   redisson_peer peer(server().host(), server().port());
   auto reader = peer.owner(1);
   ASSERT_TRUE(peer.read_lock(name, reader, 30000, 0));
-  client c(cfg());
+  client c(no_poll());
   auto w = c.write_lock(name);
   auto got = std::async(std::launch::async, [&] {
     bool ok = w.try_lock(5000ms);
