@@ -61,11 +61,15 @@ class segmented_stock {
   /// As above; on failure sets `ec` (`errc::invalid_argument` for n <= 0, `errc::bad_reply` for a
   /// segment that is not a count, its key in `last_error_text()`) and returns false.
   bool try_take(long long n, std::error_code& ec);
-  /// The units left, summed over the segments (one MGET; a missing segment counts 0).
+  /// The units left, summed over the segments (one MGET; a missing segment counts 0). MGET reads a
+  /// key of another type as missing: when a segment comes back nil, one EXISTS over those tells
+  /// (and, only if one exists, a TYPE per nil segment names it). Blocks the calling thread.
   /// @throws redlease::error: `errc::bad_reply` when a segment holds something that is not a count
-  /// (the message names the key and its value), or the connection's and server's errors.
+  /// or is of another type (the message names the key and its value or type), or the connection's
+  /// and server's errors.
   long long remaining();
-  /// As above; on failure sets `ec` and returns 0.
+  /// As above; on failure sets `ec` (the key and its value or type in `last_error_text()`) and
+  /// returns 0.
   long long remaining(std::error_code& ec);
 
   /// Async `try_take`. Completion signature `void(std::error_code, bool taken)`; errors as for

@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <charconv>
+#include <string>
+#include <vector>
 
 #include "client_impl.hpp"
 #include "redlease/client.hpp"
@@ -111,11 +113,13 @@ void segmented_stock::init(long long total) {
 
 namespace {
 
-// The sum of the segments, or which segment holds something that is not a count.
+// The sum of the segments, or which segment holds something that is not a count, and which came
+// back nil (missing, or of another type: MGET cannot tell).
 struct stock_sum {
   long long sum = 0;
   std::string bad_key;
   std::string bad_value;
+  std::vector<std::size_t> nils;
 };
 
 stock_sum sum_segments(const segmented_stock& s, const std::string& first, const std::string& encoded,
@@ -127,11 +131,14 @@ stock_sum sum_segments(const segmented_stock& s, const std::string& first, const
   return detail::sync_call<stock_sum>(c, ec, [&s, &first, c = &c, p = std::move(p)](auto done) mutable {
     c->exec(first, std::move(p), [&s, done = std::move(done)](std::error_code e, reply r) mutable {
       if (e) return done(e, stock_sum{});
-      if (!r.is_array()) return done(errc::bad_reply, stock_sum{});
+      if (!r.is_array() || r.elements.size() != s.segments()) return done(errc::bad_reply, stock_sum{});
       stock_sum out;
       for (std::size_t i = 0; i < r.elements.size(); ++i) {
         auto& el = r.elements[i];
-        if (el.is_nil()) continue;
+        if (el.is_nil()) {
+          out.nils.push_back(i);
+          continue;
+        }
         long long v = 0;
         auto [q, pe] = std::from_chars(el.str.data(), el.str.data() + el.str.size(), v);
         // A count as Redis's DECRBY reads it: no leading zero, no "-0" (which from_chars would take).
@@ -142,7 +149,7 @@ stock_sum sum_segments(const segmented_stock& s, const std::string& first, const
             __builtin_add_overflow(out.sum, v, &out.sum)) {
           // A value someone else wrote: a typed error naming the key, never an exception here.
           out.bad_key = s.segment_key(i);
-          out.bad_value = el.str.substr(0, 64);
+          out.bad_value = detail::printable_prefix(el.str, 64);
           return done(errc::bad_reply, std::move(out));
         }
       }
@@ -151,21 +158,58 @@ stock_sum sum_segments(const segmented_stock& s, const std::string& first, const
   });
 }
 
+// One command on the stock's node, from the calling thread.
+reply command_on(detail::client_impl& c, const std::string& route, const std::vector<std::string>& args, std::error_code& ec) {
+  std::string p;
+  detail::encode_header(p, args.size());
+  for (const auto& a : args) detail::encode_arg(p, std::string_view(a));
+  return detail::sync_call<reply>(c, ec, [&route, c = &c, p = std::move(p)](auto done) mutable {
+    c->exec(route, std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
+      done(e, std::move(r));
+    }, true);
+  });
+}
+
 }  // namespace
 
 long long segmented_stock::remaining(std::error_code& ec) {
   auto r = sum_segments(*this, keys_->first, keys_->encoded, *client_, ec);
-  return ec ? 0 : r.sum;
+  if (ec == errc::bad_reply && !r.bad_key.empty()) {
+    detail::error_text_slot() = "segment key \"" + r.bad_key + "\" holds \"" + r.bad_value + "\", not a count";
+    return 0;
+  }
+  if (ec) return 0;
+  if (r.nils.empty()) return r.sum;
+  // A nil segment counts 0 when it is missing; one of another type is what try_take would meet as
+  // bad_reply. One EXISTS over them tells; only then is each one's TYPE asked, to name it.
+  std::vector<std::string> exists{"EXISTS"};
+  for (auto i : r.nils) exists.push_back(segment_key(i));
+  auto n = command_on(*client_, keys_->first, exists, ec);
+  if (ec) return 0;
+  if (!n.is_integer()) {
+    ec = errc::bad_reply;
+    return 0;
+  }
+  if (n.integer == 0) return r.sum;
+  for (std::size_t k = 1; k < exists.size(); ++k) {
+    auto t = command_on(*client_, keys_->first, {"TYPE", exists[k]}, ec);
+    if (ec) return 0;
+    if (t.str != "none" && t.str != "string") {
+      ec = errc::bad_reply;
+      detail::error_text_slot() = "segment key \"" + exists[k] + "\" holds a " + detail::printable_prefix(t.str, 16) +
+                                  ", not a count";
+      return 0;
+    }
+  }
+  // Changed since the EXISTS (deleted, or set to a count): counted as the MGET saw it, missing.
+  return r.sum;
 }
 
 long long segmented_stock::remaining() {
   std::error_code ec;
-  auto r = sum_segments(*this, keys_->first, keys_->encoded, *client_, ec);
-  if (ec == errc::bad_reply && !r.bad_key.empty())
-    throw error(ec, "segmented_stock::remaining \"" + name_ + "\": segment key \"" + r.bad_key + "\" holds \"" +
-                        r.bad_value + "\", not a count");
+  auto r = remaining(ec);
   if (ec) throw_if(ec, ("segmented_stock::remaining \"" + name_ + "\"").c_str());
-  return r.sum;
+  return r;
 }
 
 }  // namespace redlease

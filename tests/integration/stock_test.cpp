@@ -176,6 +176,23 @@ TEST_F(stock_test, a_segment_that_is_not_a_count_is_bad_reply_naming_the_key) {
   for (int i = 0; i < 4 && !ec; ++i) s.try_take(1, ec);
   EXPECT_EQ(ec, errc::bad_reply);
   EXPECT_NE(last_error_text().find("sku:junk:2"), std::string::npos) << last_error_text();
+  // MGET reads a hash as nil, like a missing segment: remaining() counted it 0 while try_take failed.
+  EXPECT_EQ(s.remaining(ec), 0);
+  EXPECT_EQ(ec, errc::bad_reply);
+  EXPECT_NE(last_error_text().find("\"sku:junk:2\" holds a hash"), std::string::npos) << last_error_text();
+  try {
+    s.remaining();
+    ADD_FAILURE() << "remaining() summed a hash segment";
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(e.code(), errc::bad_reply);
+    EXPECT_NE(std::string(e.what()).find("sku:junk:2"), std::string::npos) << e.what();
+  }
+  // A missing segment still counts 0.
+  raw()({"DEL", "sku:junk:2"});
+  long long left = 0;
+  for (const char* k : {"sku:junk:0", "sku:junk:1", "sku:junk:3"}) left += std::stoll(raw()({"GET", k}).str);
+  EXPECT_EQ(s.remaining(ec), left);
+  EXPECT_FALSE(ec) << ec.message();
   EXPECT_EQ(c.stats().connection_losses, 0u);
 }
 
