@@ -224,9 +224,8 @@ sale_result run_sale(const config& base, const std::string& name, std::size_t se
   client c{base};
   auto stock = c.stock(name, segments);
   stock.init(total);
-  // The reentrant lock: its waiters sleep until an unlock's message wakes the next one. A mutex's
-  // waiters also poll every mutex_poll_cap, which with 2,000 of them on one name is 20,000 tries a
-  // second, more than the single lock path sells.
+  // The reentrant lock (Redisson's RLock, which the flash-sale articles use): its waiters sleep until
+  // an unlock's message wakes the next one.
   std::vector<reentrant_lock> locks;
   for (std::size_t i = 0; i < segments; ++i) locks.push_back(c.lock(name + ":lock:" + std::to_string(i)));
   asio::io_context ioc;

@@ -165,7 +165,9 @@ struct config {
   /// Most keys renewed by one script call of the watchdog (Redisson: 100).
   std::size_t watchdog_batch_size = 256;
   /// A mutex waiter whose holder may not publish on release (another library) re-checks at least
-  /// this often. Not used while keyspace notifications deliver the key's del/expired events. The
+  /// this often; of one client's waiters on one mutex, only the longest-waiting does (the others
+  /// wait for its release's message). Not used while keyspace notifications deliver the key's
+  /// del/expired events. The
   /// head of a fair lock's queue re-checks this often too; a waiter behind it every ten of these,
   /// at most a third of its queue allowance and of its lease (docs/lock-kinds.md). So does a waiter
   /// for either side of a read-write lock (Redisson's downgrade and delete() publish nothing).

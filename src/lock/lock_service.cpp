@@ -757,9 +757,32 @@ void lock_service::fall_back_to_backoff(const std::shared_ptr<waiter>& w) {
   if (!w->trying) waiter_sleep(w, std::nullopt);
 }
 
+// The first live waiter of a channel: the one a message wakes, and the one that polls for a kind
+// with one poller per channel.
+lock_service::waiter* lock_service::channel_head(const channel_entry& e, const waiter* leaving) {
+  for (auto* o : e.waiters)
+    if (o == leaving || (!o->finished && !o->cancelled)) return o;
+  return nullptr;
+}
+
+// 2,000 waiters on one mutex in one client polled 20,000 times a second, and each poll could only
+// find the lock taken by one of them or by the holder: the first one polls for all. A grant to it
+// ends in a release that publishes, which wakes the next.
+bool lock_service::polls(const waiter& w) const {
+  if (!w.poll_capped) return false;
+  if (w.channels.empty() || w.channels.front()->keyspace || !protocol_of(w.kind).one_poller_per_channel()) return true;
+  return channel_head(*w.channels.front(), nullptr) == &w;
+}
+
 void lock_service::leave_channel(waiter& w, channel_entry& e) {
+  const bool was_poller = !e.keyspace && protocol_of(w.kind).one_poller_per_channel() && channel_head(e, &w) == &w;
   std::erase(w.channels, &e);
   e.waiters.remove(&w);
+  if (was_poller) {
+    // The next one takes over the polling (its timer was set for its TTL or deadline only).
+    if (auto* next = channel_head(e, nullptr); next && next->poll_capped && !next->trying)
+      waiter_sleep(next->shared_from_this(), std::nullopt);
+  }
   if (!e.waiters.empty()) return;
   if (e.lingers) {
     e.idle_since = clock::now();
@@ -843,7 +866,7 @@ void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<
   }
   // The server's PTTL may exceed what the clock can add (a key set with PX 10^13, by anyone).
   if (pttl && *pttl >= 0) until = std::min(until, now + ms(std::min<long long>(*pttl, max_duration.count())));
-  if (w->poll_capped) until = std::min(until, now + poll_interval(*w));
+  if (polls(*w)) until = std::min(until, now + poll_interval(*w));
   if (w->last_error) {
     // Backoff with jitter while the server refuses or cannot be reached: 10 ms doubling to 1 s.
     w->error_delay = w->error_delay.count() == 0 ? ms(10) : std::min<ms>(w->error_delay * 2, ms(1000));

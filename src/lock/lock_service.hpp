@@ -170,6 +170,8 @@ class lock_service {
   void fall_back_to_backoff(const std::shared_ptr<waiter>& w);
   void poll_instead(waiter& w);
   void leave_channel(waiter& w, channel_entry& e);
+  static waiter* channel_head(const channel_entry& e, const waiter* leaving);
+  bool polls(const waiter& w) const;
   void arm_linger();
   static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);

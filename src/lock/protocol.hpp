@@ -86,6 +86,11 @@ class lock_protocol {
   /// whose last reply said it is `behind` another in a queue re-checks every ten caps instead, and
   /// at least three times per queue allowance (lock_service::poll_interval).
   virtual bool poll_capped() const { return false; }
+  /// Whether, of a client's poll-capped waiters on one channel, only the first re-checks (the others
+  /// wait for the message its grant and release bring, and take over the polling when it leaves).
+  /// Right for a kind whose grant excludes everyone else: a re-check by the others could only find
+  /// the lock taken. Not for one whose grant may admit the waiters behind it (readers).
+  virtual bool one_poller_per_channel() const { return false; }
   /// What a waiter that gives up without the lock must tell the server (leave the fair lock's
   /// queue); nullptr: nothing. Also sent after the undo of a grant whose reply never came.
   virtual const lua_script* give_up_script() const { return nullptr; }

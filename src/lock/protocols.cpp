@@ -156,6 +156,7 @@ class mutex_protocol final : public lock_protocol {
   bool per_attempt_id() const override { return true; }
   bool keyspace_wake() const override { return true; }
   bool release_needs_hold() const override { return true; }
+  bool one_poller_per_channel() const override { return true; }
   lost_reason not_held_reason() const override { return lost_reason::taken; }
 
   const lua_script& acquire_script(bool fenced) const override {

@@ -154,6 +154,68 @@ TEST_F(mutex_test, foreign_holder_release_is_seen_within_poll_cap) {
   EXPECT_LT(ms_since(t0), 50 + 200);
 }
 
+// A client's waiters on one mutex re-check as one: the first polls, the others wait for the
+// message of its release. 40 waiters behind a holder that publishes nothing used to send 40 polls
+// per cap; they still all get the lock, one after the other, once it is free.
+TEST_F(mutex_test, many_waiters_in_one_client_poll_as_one) {
+  auto conf = cfg();
+  conf.mutex_poll_cap = 50ms;
+  client c{conf};
+  raw()({"SET", "crowd", "redis-py-token", "NX", "PX", "60000"});
+  auto m = c.mutex("crowd");
+  const int n = 40;
+  const auto replies0 = c.stats().replies;
+  std::vector<std::future<bool>> got;
+  for (int i = 0; i < n; ++i) {
+    auto p = std::make_shared<std::promise<bool>>();
+    got.push_back(p->get_future());
+    const owner_id o = c.new_owner();
+    m.async_try_lock(o, 20s, [p, m, o](std::error_code ec, bool ok) mutable {
+      if (ec || !ok) return p->set_value(false);
+      m.async_unlock(o, [p](std::error_code e) { p->set_value(!e); });
+    });
+  }
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= replies0 + n; }));  // every first attempt
+  const auto commands0 = c.stats().commands;
+  std::this_thread::sleep_for(500ms);
+  const auto polls = c.stats().commands - commands0;
+  EXPECT_GE(polls, 5u) << "nobody polls";
+  // About 10 (one poller at 50 ms), plus at most one try each if the subscription's confirmation,
+  // which wakes every waiter once, came in this window; not n * 10.
+  EXPECT_LE(polls, 20u + n) << "not " << n * 10;
+  auto t0 = steady::now();
+  raw()({"DEL", "crowd"});  // publishes nothing
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(got[i].wait_for(10s), std::future_status::ready) << "waiter " << i;
+    EXPECT_TRUE(got[i].get()) << "waiter " << i;
+  }
+  EXPECT_LT(ms_since(t0), 5000);
+  EXPECT_EQ(raw()({"EXISTS", "crowd"}).integer, 0);
+}
+
+// The polling waiter gives up: the next one takes the polling over. Here the holder publishes
+// nothing and its key lives for a minute, so only the second waiter's own re-checks can find the
+// lock free before its wait ends.
+TEST_F(mutex_test, a_poller_that_gives_up_hands_the_polling_on) {
+  auto conf = cfg();
+  conf.mutex_poll_cap = 50ms;
+  client c{conf};
+  raw()({"SET", "handover", "redis-py-token", "NX", "PX", "60000"});
+  auto m = c.mutex("handover");
+  const auto replies0 = c.stats().replies;
+  auto first = m.async_try_lock(c.new_owner(), 300ms, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return c.stats().replies > replies0; }));
+  const owner_id o2 = c.new_owner();
+  auto second = m.async_try_lock(o2, 10s, asio::use_future);
+  EXPECT_FALSE(first.get());  // its wait ended; the second is the poller now
+  auto t0 = steady::now();
+  raw()({"DEL", "handover"});
+  ASSERT_EQ(second.wait_for(5s), std::future_status::ready) << "the second waiter does not poll";
+  EXPECT_TRUE(second.get());
+  EXPECT_LT(ms_since(t0), 1000);
+  m.async_unlock(o2, asio::use_future).get();
+}
+
 class mutex_keyspace_test : public lock_fixture {
  protected:
   server_options options() const override {
