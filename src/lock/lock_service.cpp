@@ -474,13 +474,22 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     // is late. A re-entry sent now would run between the two on the server: the retry would find
     // the count it expects taken by the re-entry and take a second level. So it waits until the
     // unlock is settled; its wait counts from now.
+    // A cancellation meanwhile completes it at once; the handler is then gone when the unlock settles.
     if (held->releasing > 0) {
+      auto parked = std::make_shared<bool_handler>(std::move(h));
+      if (cancel) {
+        cancel->parked = [parked] {
+          if (auto done = std::move(*parked)) done(errc::operation_aborted, false);
+        };
+      }
       after_release_[held].push_back([this, name = std::move(name), kind, owner, wait, lease, slot = std::move(slot),
-                                      how = how, h = std::move(h), cancel = std::move(cancel), fenced,
+                                      how = how, parked, cancel = std::move(cancel), fenced,
                                       since = clock::now()]() mutable {
+        if (cancel) cancel->parked = nullptr;
+        if (!*parked) return;
         if (wait) wait = std::max(ms(0), *wait - std::chrono::duration_cast<ms>(clock::now() - since));
-        acquire(std::move(name), kind, owner, wait, lease, std::move(slot), how, std::move(h), std::move(cancel),
-                fenced);
+        acquire(std::move(name), kind, owner, wait, lease, std::move(slot), how, std::move(*parked),
+                std::move(cancel), fenced);
       });
       return;
     }
@@ -934,6 +943,10 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
 
 void lock_service::cancel_acquire(acquire_cancel& x) {
   x.requested = true;
+  if (auto parked = std::move(x.parked)) {
+    x.parked = nullptr;
+    return parked();
+  }
   auto w = std::static_pointer_cast<waiter>(x.waiter.lock());
   if (!w || w->finished || w->cancelled) return;
   w->cancelled = true;

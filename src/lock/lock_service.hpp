@@ -42,6 +42,9 @@ struct lost_slot {
 struct acquire_cancel {
   bool requested = false;
   std::weak_ptr<void> waiter;
+  // Set while the acquisition waits for an unlock of the same hold to settle (no waiter yet):
+  // completes it at once.
+  unique_function<void()> parked;
 };
 
 // max_duration (redlease/lock.hpp): the longest lease or wait, and the longest delay the engine

@@ -341,6 +341,54 @@ TEST_F(async_test, a_reentry_while_an_unlock_is_out_waits_for_it_to_settle) {
   EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
 }
 
+// A re-entry that waits for an unlock of its hold to settle is cancelled: it completes at once with
+// operation_aborted, not when the unlock settles, and it never runs.
+TEST_F(async_test, a_reentry_waiting_for_an_unlock_to_settle_is_cancelled_at_once) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;  // the held reply must not time out
+  conf.health_check_interval = 0ms;
+  conf.sync_lane = false;
+  const std::string name = "reentry-cancelled-" + std::to_string(::getpid());
+  asio::cancellation_signal sig;  // before the client: its close may complete the operation
+  client c{conf};
+  c.ping();  // the command connection is the proxy's connection 0
+  auto l = c.lock(name);
+  const owner_id o = c.new_owner();
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+  l.async_unlock(o, asio::use_future).get();  // scripts loaded, the release's variant probed
+  auto count = [&] {
+    auto v = raw()({"HVALS", name});
+    return v.elements.empty() ? 0LL : std::stoll(v.elements[0].str);
+  };
+  ASSERT_EQ(count(), 2);
+
+  proxy.hold_replies(0, true);
+  auto unlocked = l.async_unlock(o, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return count() == 1; })) << "the unlock did not run";
+  std::promise<std::pair<std::error_code, bool>> reentry;
+  auto reentered = reentry.get_future();
+  l.async_try_lock(o, 10s, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec, bool got) {
+                     reentry.set_value({ec, got});
+                   }));
+  const auto sent = c.stats().commands;
+  asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+  ASSERT_EQ(reentered.wait_for(2s), std::future_status::ready) << "it waited for the unlock";
+  auto [ec, got] = reentered.get();
+  EXPECT_EQ(ec, errc::operation_aborted);
+  EXPECT_FALSE(got);
+  EXPECT_EQ(unlocked.wait_for(0s), std::future_status::timeout) << "the unlock settled first: nothing was tested";
+  proxy.hold_replies(0, false);
+  EXPECT_NO_THROW(unlocked.get());
+  EXPECT_EQ(c.stats().commands, sent) << "the cancelled re-entry was sent";
+  EXPECT_EQ(count(), 1);
+  EXPECT_NO_THROW(l.async_unlock(o, asio::use_future).get());
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 // The grant of an attempt whose reply was lost is given back by an undo. When the undo cannot be
 // delivered either (the reconnect goes nowhere), it is sent again until the server answers it.
 // Before, it was sent once and forgotten: the grant stayed on the server for a lease, held by
