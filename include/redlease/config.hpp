@@ -101,7 +101,8 @@ struct sentinel_options {
   /// after it.
   std::chrono::milliseconds timeout{500};
   /// How often the master's address is asked again, besides listening to `+switch-master`: a
-  /// switch that the subscription missed is seen within this interval.
+  /// switch that the subscription missed is seen within this interval. The list of Sentinels is
+  /// asked for with it (Sentinels that have gone are forgotten, new ones learnt).
   std::chrono::milliseconds poll_interval{1000};
   /// TLS to the Sentinels (`rediss-sentinel://` enables it, and TLS to the data nodes too).
   tls_options tls;

@@ -192,12 +192,15 @@ class sentinel_topology final : public topology, private subscriber::listener {
     if (a && tracker_.switch_message(*a) == master_tracker::verdict::switched) switched("+switch-master");
   }
 
+  // The poll also refreshes the Sentinels: one that went while the master stayed put would
+  // otherwise be tried, at a connect timeout each, at the next failover, when time matters most.
   void arm_poll() {
     if (closed_ || cfg_.sentinel.poll_interval.count() <= 0) return;
     poll_.expires_after(cfg_.sentinel.poll_interval);
     poll_.async_wait([this](std::error_code ec) {
       if (ec || closed_) return;
       ask_master([this](std::error_code, std::string, node_address) { arm_poll(); });
+      refresh_sentinels();
     });
   }
 

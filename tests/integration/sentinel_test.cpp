@@ -10,6 +10,7 @@
 #include <future>
 #include <thread>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 #include "sentinel_rig.hpp"
 
@@ -385,6 +386,63 @@ TEST_F(sentinel_test, a_learnt_sentinel_that_has_gone_is_forgotten) {
       10000ms))
       << text;
   EXPECT_NE(text.find("127.0.0.1:" + std::to_string(s0)), std::string::npos) << text;
+  EXPECT_EQ(text.find("127.0.0.1:" + std::to_string(s1)), std::string::npos) << "s1 is still tried: " << text;
+}
+
+// The periodic poll refreshes the Sentinels too: one that has gone is forgotten while the master
+// stays put, with no reconnection to ask. s1 stops, and s0 is reset so that it lists s1 no more
+// (its s_down flag for a stopped peer comes and goes with a short down-after). The client reaches
+// s0 through a proxy, whose replies show the polls going on.
+TEST_F(sentinel_test, the_poll_forgets_a_sentinel_that_has_gone) {
+  sentinel_rig_options o;
+  o.sentinels = 2;
+  o.quorum = 1;
+  sentinel_rig rig(o);
+  const auto s1 = rig.sentinel_ports()[1];
+  fault_proxy to_s0(rig.sentinel_ports()[0]);
+  auto cfg = sentinel_cfg(rig);
+  cfg.sentinel.nodes = {{"127.0.0.1", to_s0.port()}};  // s1 is learnt from s0's SENTINEL SENTINELS
+  cfg.sentinel.poll_interval = 100ms;
+  cfg.replica_ack.replicas = 0;
+  cfg.reconnect_min_delay = 10ms;
+  cfg.reconnect_max_delay = 100ms;
+  client c(cfg);
+  c.ping();
+  const auto master_port = rig.current_master_port();
+  rig.sentinel(1).stop();
+  ASSERT_EQ(rig.sentinel_client(0)({"SENTINEL", "RESET", rig.master_name()}).integer, 1);
+  ASSERT_TRUE(eventually([&] { return rig.sentinel_client(0)({"SENTINEL", "SENTINELS", rig.master_name()}).elements.empty(); }));
+  // Polls answered since: each poll's replies come in one burst (the watch connection may add one
+  // when it resubscribes through s0, and a burst may split in two). After six, a poll made after
+  // the reset has been answered in full.
+  auto seen = to_s0.forwarded_down();
+  int bursts = 0;
+  ASSERT_TRUE(eventually([&] {
+    if (auto now = to_s0.forwarded_down(); now != seen) {
+      seen = now;
+      ++bursts;
+    }
+    return bursts >= 6;
+  }));
+
+  // With s0 gone too, a reconnection finds no Sentinel: the message names each one tried.
+  rig.sentinel(0).stop();
+  ASSERT_GE(rig.client(master_port)({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).integer, 1);
+  std::string text;
+  int failures = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        std::error_code ec;
+        c.command({"PING"}, ec);
+        if (ec == errc::no_sentinel) {
+          ++failures;
+          text = last_error_text();
+        }
+        return failures >= 2;
+      },
+      10000ms))
+      << text;
+  EXPECT_NE(text.find("127.0.0.1:" + std::to_string(to_s0.port())), std::string::npos) << text;
   EXPECT_EQ(text.find("127.0.0.1:" + std::to_string(s1)), std::string::npos) << "s1 is still tried: " << text;
 }
 
