@@ -27,6 +27,29 @@ class async_test : public lock_fixture {
     auto r = raw()({"PUBSUB", "NUMSUB", channel});
     return r.elements.size() == 2 ? r.elements[1].integer : -1;
   }
+  // A client's config behind `proxy`: no health checks and no lane, so that every call goes on the
+  // command connection, the proxy's connection 0 once the client has pinged.
+  config behind(const fault_proxy& proxy, std::chrono::milliseconds request_timeout) {
+    auto conf = cfg();
+    conf.port = proxy.port();
+    conf.request_timeout = request_timeout;
+    conf.health_check_interval = 0ms;
+    conf.sync_lane = false;
+    return conf;
+  }
+  // The count of the first field of `name`'s hash (0: no hash).
+  long long hold_count(const std::string& name) {
+    auto v = raw()({"HVALS", name});
+    return v.elements.empty() ? 0LL : std::stoll(v.elements[0].str);
+  }
+  // `o` holds `l` twice. One more level is taken and given back first: the scripts are loaded and
+  // the release's variant probed, so that afterwards only the calls under test go out.
+  void hold_twice(reentrant_lock& l, owner_id o) {
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
+    l.async_unlock(o, asio::use_future).get();
+  }
 };
 
 TEST_F(async_test, futures_with_explicit_owners_exclude_each_other) {
@@ -298,28 +321,15 @@ TEST_F(async_test, an_unlock_message_skips_a_waiter_cancelled_with_its_attempt_o
 // found the lock freed under it. A re-entry now waits until the unlock is settled.
 TEST_F(async_test, a_reentry_while_an_unlock_is_out_waits_for_it_to_settle) {
   fault_proxy proxy(server().port());
-  auto conf = cfg();
-  conf.port = proxy.port();
-  // The unlock's reply is held: after twice this without a reply the connection is dropped, and
-  // the unlock is sent again on the next one.
-  conf.request_timeout = 1000ms;
-  conf.health_check_interval = 0ms;
-  conf.sync_lane = false;
+  // The unlock's reply is held: after twice the request timeout without a reply the connection is
+  // dropped, and the unlock is sent again on the next one.
   const std::string name = "reentry-while-unlocking-" + std::to_string(::getpid());
-  client c{conf};
-  c.ping();  // the command connection is the proxy's connection 0
+  client c{behind(proxy, 1000ms)};
+  c.ping();
   auto l = c.lock(name);
   const owner_id o = c.new_owner();
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  // One unlock first: the scripts are loaded and the release's variant is probed, so that below
-  // only the unlock and the re-entry go out.
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  l.async_unlock(o, asio::use_future).get();
-  auto count = [&] {
-    auto v = raw()({"HVALS", name});
-    return v.elements.empty() ? 0LL : std::stoll(v.elements[0].str);
-  };
+  hold_twice(l, o);
+  auto count = [&] { return hold_count(name); };
   ASSERT_EQ(count(), 2);
 
   proxy.hold_replies(0, true);
@@ -345,25 +355,14 @@ TEST_F(async_test, a_reentry_while_an_unlock_is_out_waits_for_it_to_settle) {
 // operation_aborted, not when the unlock settles, and it never runs.
 TEST_F(async_test, a_reentry_waiting_for_an_unlock_to_settle_is_cancelled_at_once) {
   fault_proxy proxy(server().port());
-  auto conf = cfg();
-  conf.port = proxy.port();
-  conf.request_timeout = 5000ms;  // the held reply must not time out
-  conf.health_check_interval = 0ms;
-  conf.sync_lane = false;
   const std::string name = "reentry-cancelled-" + std::to_string(::getpid());
   asio::cancellation_signal sig;  // before the client: its close may complete the operation
-  client c{conf};
-  c.ping();  // the command connection is the proxy's connection 0
+  client c{behind(proxy, 5000ms)};  // the held reply must not time out
+  c.ping();
   auto l = c.lock(name);
   const owner_id o = c.new_owner();
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  ASSERT_TRUE(l.async_try_lock(o, 0ms, asio::use_future).get());
-  l.async_unlock(o, asio::use_future).get();  // scripts loaded, the release's variant probed
-  auto count = [&] {
-    auto v = raw()({"HVALS", name});
-    return v.elements.empty() ? 0LL : std::stoll(v.elements[0].str);
-  };
+  hold_twice(l, o);
+  auto count = [&] { return hold_count(name); };
   ASSERT_EQ(count(), 2);
 
   proxy.hold_replies(0, true);
