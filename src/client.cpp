@@ -316,10 +316,7 @@ reply client::command(std::initializer_list<std::string_view> args, std::error_c
     ec = errc::invalid_argument;
     return {};
   }
-  std::string key = routing_key(args);
-  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
-    impl->exec(key, std::move(p), std::move(done));
-  });
+  return detail::sync_command(*impl_, routing_key(args), encode(args), ec);
 }
 
 reply client::command(const std::vector<std::string>& args, std::error_code& ec) {
@@ -327,10 +324,7 @@ reply client::command(const std::vector<std::string>& args, std::error_code& ec)
     ec = errc::invalid_argument;
     return {};
   }
-  std::string key = routing_key(args);
-  return detail::sync_call<reply>(*impl_, ec, [impl = impl_.get(), key = std::move(key), p = encode(args)](auto done) mutable {
-    impl->exec(key, std::move(p), std::move(done));
-  });
+  return detail::sync_command(*impl_, routing_key(args), encode(args), ec);
 }
 
 reply client::command(std::initializer_list<std::string_view> args) {

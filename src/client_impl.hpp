@@ -337,4 +337,13 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   return std::move(slot->value);
 }
 
+// One encoded command on the node of `route`, as a blocking call (see sync_call); an error reply
+// sets `ec` to its code and is returned.
+inline reply sync_command(client_impl& c, std::string route, std::string payload, std::error_code& ec,
+                          bool idempotent = false) {
+  return sync_call<reply>(c, ec, [c = &c, route = std::move(route), p = std::move(payload), idempotent](auto done) mutable {
+    c->exec(route, std::move(p), std::move(done), idempotent);
+  });
+}
+
 }  // namespace redlease::detail

@@ -943,10 +943,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
 
 void lock_service::cancel_acquire(acquire_cancel& x) {
   x.requested = true;
-  if (auto parked = std::move(x.parked)) {
-    x.parked = nullptr;
-    return parked();
-  }
+  if (auto parked = std::move(x.parked)) return parked();  // moved from: empty
   auto w = std::static_pointer_cast<waiter>(x.waiter.lock());
   if (!w || w->finished || w->cancelled) return;
   w->cancelled = true;

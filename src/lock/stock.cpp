@@ -158,18 +158,6 @@ stock_sum sum_segments(const segmented_stock& s, const std::string& first, const
   });
 }
 
-// One command on the stock's node, from the calling thread.
-reply command_on(detail::client_impl& c, const std::string& route, const std::vector<std::string>& args, std::error_code& ec) {
-  std::string p;
-  detail::encode_header(p, args.size());
-  for (const auto& a : args) detail::encode_arg(p, std::string_view(a));
-  return detail::sync_call<reply>(c, ec, [&route, c = &c, p = std::move(p)](auto done) mutable {
-    c->exec(route, std::move(p), [done = std::move(done)](std::error_code e, reply r) mutable {
-      done(e, std::move(r));
-    }, true);
-  });
-}
-
 }  // namespace
 
 long long segmented_stock::remaining(std::error_code& ec) {
@@ -182,21 +170,26 @@ long long segmented_stock::remaining(std::error_code& ec) {
   if (r.nils.empty()) return r.sum;
   // A nil segment counts 0 when it is missing; one of another type is what try_take would meet as
   // bad_reply. One EXISTS over them tells; only then is each one's TYPE asked, to name it.
-  std::vector<std::string> exists{"EXISTS"};
-  for (auto i : r.nils) exists.push_back(segment_key(i));
-  auto n = command_on(*client_, keys_->first, exists, ec);
+  std::string exists;
+  detail::encode_header(exists, r.nils.size() + 1);
+  detail::encode_arg(exists, std::string_view("EXISTS"));
+  for (auto i : r.nils) detail::encode_arg(exists, segment_key(i));
+  auto n = detail::sync_command(*client_, keys_->first, std::move(exists), ec, true);
   if (ec) return 0;
   if (!n.is_integer()) {
     ec = errc::bad_reply;
     return 0;
   }
   if (n.integer == 0) return r.sum;
-  for (std::size_t k = 1; k < exists.size(); ++k) {
-    auto t = command_on(*client_, keys_->first, {"TYPE", exists[k]}, ec);
+  for (auto i : r.nils) {
+    const std::string key = segment_key(i);
+    std::string type;
+    detail::encode_command(type, {"TYPE", key});
+    auto t = detail::sync_command(*client_, keys_->first, std::move(type), ec, true);
     if (ec) return 0;
     if (t.str != "none" && t.str != "string") {
       ec = errc::bad_reply;
-      detail::error_text_slot() = "segment key \"" + exists[k] + "\" holds a " + detail::printable_prefix(t.str, 16) +
+      detail::error_text_slot() = "segment key \"" + key + "\" holds a " + detail::printable_prefix(t.str, 16) +
                                   ", not a count";
       return 0;
     }
