@@ -265,21 +265,32 @@ void connection::on_connected(std::uint64_t gen) {
   start_write();
 }
 
+int role_master_replicas(const reply& r) noexcept {
+  if (!r.is_array() || r.elements.empty() || r.elements[0].str != "master") return -1;
+  return r.elements.size() >= 3 && r.elements[2].is_array() ? static_cast<int>(r.elements[2].elements.size()) : 0;
+}
+
 // ROLE's first element names what the server is now: only a master takes our writes. (A node the
 // resolver named may have been demoted since, or the Sentinels' answer may lag.)
 bool connection::check_role(reply& r) {
   if (r.is_error()) {
     // An ACL without +role, or a proxy without the command: go on unchecked, saying so once.
-    if (!role_refusal_reported_) {
-      role_refusal_reported_ = true;
+    role_refused_ = true;
+    replicas_ = -1;
+    if (!*role_refusal_reported_) {
+      *role_refusal_reported_ = true;
+      std::string acks = cfg_.replica_ack.replicas < 0 && !cfg_.sentinel.nodes.empty()
+                             ? ", nor count its replicas (replica_ack asks 1 of them, up or not)"
+                             : "";
       report_background(cfg_, "connection", error_from_reply_text(r.str),
-                        "ROLE refused (" + r.str + "): cannot check that " + to_string(addr_) +
-                            " is the master; grant +role to the client's ACL user");
+                        "ROLE refused (" + r.str + "): cannot check that " + to_string(addr_) + " is the master" +
+                            acks + "; grant +role to the client's ACL user");
     }
     return true;
   }
-  if (r.is_array() && !r.elements.empty() && r.elements[0].str == "master") {
-    replicas_ = r.elements.size() >= 3 && r.elements[2].is_array() ? static_cast<int>(r.elements[2].elements.size()) : -1;
+  role_refused_ = false;
+  if (int n = role_master_replicas(r); n >= 0) {
+    replicas_ = n;
     return true;
   }
   std::string what = r.is_array() && !r.elements.empty() ? r.elements[0].str : std::string("an unexpected reply");

@@ -65,6 +65,9 @@ std::string to_string(const node_address& a);
 
 /// Maps a server error reply's text to redlease's error code (WRONGTYPE, NOAUTH, BUSY, ...).
 std::error_code error_from_reply_text(std::string_view text);
+/// The replicas a master lists in its ROLE reply `r` (those online), or -1 when `r` is not a
+/// master's ROLE reply.
+int role_master_replicas(const reply& r) noexcept;
 
 class connection : public std::enable_shared_from_this<connection> {
  public:
@@ -106,6 +109,11 @@ class connection : public std::enable_shared_from_this<connection> {
   void require_master() { require_master_ = true; }
   /// The replicas the master listed in its ROLE reply at the last handshake (-1: unknown).
   int replicas_at_handshake() const noexcept { return replicas_; }
+  /// Whether the server refused ROLE at the last handshake (an ACL without +role).
+  bool role_refused() const noexcept { return role_refused_; }
+  /// Executor only: a refused ROLE is reported once for this connection and `other` together (the
+  /// connections of one node and its pub/sub connection: one warning per client, not per socket).
+  void share_role_report(const connection& other) { role_refusal_reported_ = other.role_refusal_reported_; }
   /// The address of the current (or last) connection attempt; empty host for the config's address.
   const node_address& address() const noexcept { return addr_; }
   /// Executor only: fails everything with client_closed and stops for good.
@@ -204,7 +212,8 @@ class connection : public std::enable_shared_from_this<connection> {
   std::string handshake_text_;
   std::error_code last_error_;
   bool require_master_ = false;
-  bool role_refusal_reported_ = false;
+  std::shared_ptr<bool> role_refusal_reported_ = std::make_shared<bool>(false);
+  bool role_refused_ = false;
   int replicas_ = -1;
   node_address addr_;                  // where the current attempt goes (resolver's answer)
   std::string last_error_text_;        // words of the last failure (server text, protocol error), for the requests it fails

@@ -103,6 +103,7 @@ void node::open_lane() {
   };
   c->set_callbacks({[later] { later(true); }, [later] { later(false); }, {}, {}});
   if (conn_->requires_master()) c->require_master();
+  c->share_role_report(*conn_);
   if (auto a = conn_->address(); !a.host.empty()) {
     c->set_resolver([a](connection::callbacks::resolved done) { done({}, {}, a); });
   }
@@ -188,10 +189,29 @@ int node::replicas_wanted() const {
   if (wait_ == probe::no) return 0;
   int n = cfg_->replica_ack.replicas;
   if (n >= 0) return n;
-  return auto_ack_ && conn_->replicas_at_handshake() > 0 ? 1 : 0;
+  // Unable to see the replicas, assume the Sentinel-managed master has one, as it normally does:
+  // a grant no replica has is what acknowledgement is there to refuse.
+  return auto_ack_ && (replicas_ > 0 || role_refused_) ? 1 : 0;
+}
+
+void node::refresh_replicas() {
+  if (!auto_ack_ || cfg_->replica_ack.replicas >= 0 || wait_ == probe::no || closed_ || !conn_->is_up()) return;
+  std::string cmd;
+  encode_command(cmd, {"ROLE"});
+  exec(std::move(cmd), [this](std::error_code ec, reply r) {
+    if (!ec) {
+      role_refused_ = false;
+      // A demoted master answers "slave": the topology's own checks move the connection on.
+      if (int n = role_master_replicas(r); n >= 0) replicas_ = n;
+    } else if (r.is_error()) {
+      role_refused_ = true;
+    }
+  }, true);
 }
 
 void node::on_up() {
+  replicas_ = conn_->replicas_at_handshake();
+  role_refused_ = conn_->role_refused();
   int n = cfg_->replica_ack.replicas;
   if (wait_ != probe::unknown || n == 0 || (n < 0 && !auto_ack_)) return;
   // Managed proxies refuse WAIT: find out once, before it matters, in the same write as whatever is

@@ -41,9 +41,13 @@ class node {
   void exec_script_acked(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false,
                          bool always_eval = false);
   /// The acknowledgements asked of this node's replicas: config::replica_ack, with -1 (auto) meaning
-  /// 1 when the topology says replicas are promoted (`auto_ack`) and the master listed one at the
-  /// handshake, else 0.
+  /// 1 when the topology says replicas are promoted (`auto_ack`) and the master's last ROLE (at the
+  /// handshake, then at every `refresh_replicas`) listed one online, or refused to say; else 0.
   int replicas_wanted() const;
+  /// Executor only: asks the master's ROLE again, for `replicas_wanted` in auto mode (the topology
+  /// calls it on its poll: a replica attaches or leaves while the connection stays up, and after a
+  /// failover the old master rejoins as a replica seconds after the client has connected).
+  void refresh_replicas();
   /// Set by the topology: whether this node's replicas take over on failure (Sentinel).
   void set_auto_ack(bool on) { auto_ack_ = on; }
   /// Executor only: the connection came up (probes WAIT support).
@@ -87,6 +91,8 @@ class node {
   bool closed_ = false;
   std::shared_ptr<lane_counters> lane_counters_ = std::make_shared<lane_counters>();
   bool auto_ack_ = false;
+  int replicas_ = -1;          // online replicas in the master's last ROLE (-1: unknown)
+  bool role_refused_ = false;  // the last ROLE was refused (an ACL without +role)
   enum class probe { unknown, yes, no } wait_ = probe::unknown;
 };
 

@@ -76,6 +76,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
     master_.conn().require_master();
     master_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_master(std::move(done)); });
     sub_.conn().require_master();
+    sub_.conn().share_role_report(master_.conn());
     sub_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_master(std::move(done)); });
   }
 
@@ -194,6 +195,8 @@ class sentinel_topology final : public topology, private subscriber::listener {
 
   // The poll also refreshes the Sentinels: one that went while the master stayed put would
   // otherwise be tried, at a connect timeout each, at the next failover, when time matters most.
+  // And it asks the master for its replicas (auto replica acknowledgement): after a failover the
+  // old master rejoins as a replica seconds after the client has connected to the new one.
   void arm_poll() {
     if (closed_ || cfg_.sentinel.poll_interval.count() <= 0) return;
     poll_.expires_after(cfg_.sentinel.poll_interval);
@@ -201,6 +204,7 @@ class sentinel_topology final : public topology, private subscriber::listener {
       if (ec || closed_) return;
       ask_master([this](std::error_code, std::string, node_address) { arm_poll(); });
       refresh_sentinels();
+      master_.refresh_replicas();
     });
   }
 

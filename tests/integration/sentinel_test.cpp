@@ -5,6 +5,8 @@
 // Real processes: 1 master, 1 replica, 3 Sentinels (tests/support/sentinel_rig.hpp).
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
+
 #include <atomic>
 #include <cstdio>
 #include <future>
@@ -175,8 +177,8 @@ TEST_F(sentinel_test, waiters_are_served_on_the_new_master_after_the_switch) {
   auto t0 = steady::now();
   h.unlock();
   ASSERT_EQ(got.get_future().wait_for(5000ms), std::future_status::ready);
-  // Right after the switch the old master resyncs as the new one's replica: the unlock and the
-  // grant may each wait out replica_ack.timeout (500 ms) once.
+  // Right after the switch the new master has no replica online (the old master rejoins as one
+  // seconds later): neither the unlock nor the grant waits for an acknowledgement.
   std::printf("waiter served %lld ms after the unlock on the new master\n", ms_since(t0));
   EXPECT_LT(ms_since(t0), 3000);
   EXPECT_TRUE(acquired.get());
@@ -453,6 +455,88 @@ TEST_F(sentinel_test, acquisitions_wait_for_a_replica_and_roll_back_when_none_ac
   EXPECT_LT(ms_since(t0), 1000);
   EXPECT_NE(last_error_text().find("0 of 1 replicas"), std::string::npos) << last_error_text();
   EXPECT_FALSE(key_exists(rig.master_client(), "sentinel:ack"));
+  rig.replica().resume();
+}
+
+// WAIT calls the server on `cl` has run.
+long long wait_calls(raw_client cl) {
+  auto s = cl({"INFO", "commandstats"}).str;
+  auto at = s.find("cmdstat_wait:calls=");
+  return at == std::string::npos ? 0 : std::stoll(s.substr(at + 19));
+}
+
+// Auto acknowledgement follows the master's replicas, not the count at connection time: the client
+// reaches the new master seconds before Sentinel makes the old master its replica (ROLE lists none
+// then), and the poll's ROLE turns acknowledgement back on once it has. Before, it stayed off for
+// the connection's life, and a grant no replica had was reported acquired.
+TEST_F(sentinel_test, auto_acknowledgement_comes_back_when_the_old_master_rejoins_as_a_replica) {
+  sentinel_rig rig;
+  auto cfg = sentinel_cfg(rig);
+  cfg.replica_ack.timeout = 200ms;
+  cfg.replica_ack.retry = false;
+  cfg.sentinel.poll_interval = 200ms;
+  client c(cfg);
+  auto l = c.lock("sentinel:ack:after");
+  l.lock();
+  l.unlock();
+  ASSERT_GT(wait_calls(rig.master_client()), 0) << "no WAIT before the failover";
+  auto new_port = rig.failover();
+  // The old master becomes the new master's replica (Sentinel reconfigures it ~10 s later).
+  ASSERT_TRUE(eventually(
+      [&] {
+        try {
+          return rig.wait_replicated(200ms) >= 1;
+        } catch (const std::exception&) {
+          return false;
+        }
+      },
+      30000ms))
+      << "the old master never became a replica";
+  // Within a few polls a grant asks for the replica's acknowledgement again.
+  bool acked = eventually(
+      [&] {
+        auto before = wait_calls(rig.client(new_port));
+        l.lock();
+        l.unlock();
+        return wait_calls(rig.client(new_port)) >= before + 2;
+      },
+      5000ms);
+  EXPECT_TRUE(acked) << "no WAIT after the failover: auto acknowledgement stayed off";
+  rig.replica().pause();
+  std::error_code ec;
+  EXPECT_FALSE(l.try_lock(0ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::not_replicated)) << ec.message();
+  rig.replica().resume();
+}
+
+// Without +role the client cannot see the replicas: auto acknowledgement asks for one rather than
+// none (it was silently off), and the refusal is reported once per client, not per connection.
+TEST_F(sentinel_test, without_role_auto_acknowledgement_asks_one_replica_and_says_so_once) {
+  sentinel_rig rig;
+  auto acl = rig.master_client()({"ACL", "SETUSER", "default", "-role"});
+  ASSERT_FALSE(acl.is_error()) << acl.str;
+  error_log log;
+  auto cfg = sentinel_cfg(rig);
+  cfg.on_error = log.hook();
+  cfg.replica_ack.timeout = 200ms;
+  cfg.replica_ack.retry = false;
+  client c(cfg);
+  auto l = c.lock("sentinel:ack:norole");
+  auto before = wait_calls(rig.master_client());
+  l.lock();
+  l.unlock();
+  EXPECT_GE(wait_calls(rig.master_client()), before + 2) << "no WAIT without +role";
+  // A waiter brings up the pub/sub connection; the blocking calls have their lane by now.
+  auto other = c.new_owner();
+  l.async_lock(other, asio::use_future).get();
+  EXPECT_FALSE(l.try_lock(300ms));
+  l.async_unlock(other, asio::use_future).get();
+  EXPECT_EQ(log.count("ROLE refused"), 1u);
+  EXPECT_TRUE(log.has("replica_ack asks 1")) << (log.lines.empty() ? "" : log.lines[0]);
+  rig.replica().pause();
+  std::error_code ec;
+  EXPECT_FALSE(l.try_lock(0ms, ec));
+  EXPECT_EQ(ec, make_error_code(errc::not_replicated)) << ec.message();
   rig.replica().resume();
 }
 
