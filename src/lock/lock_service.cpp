@@ -1106,10 +1106,11 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   arg_list a;
   proto.encode_release(a, q);
   auto& target = c_.route(name);
+  const auto sent = clock::now();
   exec_release(
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
-       done = std::move(done)](std::error_code ec, reply r) mutable {
+       done = std::move(done), sent, lease](std::error_code ec, reply r) mutable {
         // No keep_client here: this runs on every unlock, and mark_lost, the one call below that
         // reaches user code (on_lost, stop callbacks), keeps the client itself and defers its
         // destruction past this handler.
@@ -1176,6 +1177,12 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           erase(h.get());
         } else {
           h->levels.pop_back();
+          if (proto.release_sets_remaining_lease()) {
+            // The key's TTL now counts from this release, with the lease of the levels left: the
+            // deadline of the level given back (longer or shorter) no longer applies.
+            std::lock_guard<std::mutex> g(view_mu_);
+            h->valid_until = sent + lease;
+          }
           // Levels remain, so the renewal's "gone" was not this unlock's doing.
           lost_now();
           if (!h->lost) reschedule(*h);

@@ -70,6 +70,10 @@ class lock_protocol {
   virtual bool keyspace_wake() const = 0;
   /// Whether a release needs the local hold (its token): without it, nothing could be released.
   virtual bool release_needs_hold() const = 0;
+  /// Whether a release that leaves levels sets the key's TTL to at least `remaining_lease` (Redisson's
+  /// unlock of a re-entered hold sets its lease again): the hold's deadline then counts from that
+  /// release, whatever the level given back had. Else the TTL is left as it was.
+  virtual bool release_sets_remaining_lease() const { return false; }
   /// Why a hold that a release finds not held was lost.
   virtual lost_reason not_held_reason() const = 0;
   /// How deep one owner's hold may nest (further acquisitions fail with `invalid_argument`, nothing

@@ -107,6 +107,7 @@ release_request retried(release_request r) {
 
 class reentrant_protocol final : public lock_protocol {
  public:
+  bool release_sets_remaining_lease() const override { return true; }
   std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
   bool reentrant() const override { return true; }
   bool per_attempt_id() const override { return false; }
@@ -220,6 +221,7 @@ long long give_up_allowance_of(const acquire_request& r) {
 
 class fair_protocol final : public lock_protocol {
  public:
+  bool release_sets_remaining_lease() const override { return true; }
   std::string channel(std::string_view name) const override { return tagged("redisson_lock__channel", name); }
   std::string waiter_channel(std::string_view name, std::string_view field) const override {
     return channel(name) + ":" + std::string(field);
@@ -337,6 +339,7 @@ class read_protocol final : public rw_protocol {
 
 class write_protocol final : public rw_protocol {
  public:
+  bool release_sets_remaining_lease() const override { return true; }
   const lua_script& acquire_script(bool) const override { return lua::rw_write_acquire; }
   const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_write_release; }
   void encode_release(arg_list& a, const release_request& r) const override {

@@ -513,6 +513,48 @@ TEST_F(lock_test, the_undo_of_a_lost_reentry_keeps_the_outer_fixed_lease) {
   EXPECT_EQ(raw()({"EXISTS", "undo:lease"}).integer, 0);
 }
 
+// Unlocking an inner level of a hold whose levels have other fixed leases: the release sets the key's
+// TTL to the outer lease again (Redisson's rule), and the hold's deadline must follow it, whichever
+// way it moves. Before, the deadline stayed at the inner grant's: a shorter inner lease made a live
+// hold "expire" (on_lost, and unlock said lock_lost), a longer one kept valid() true after the key
+// had expired and another client held the lock.
+template <class Lock>
+void inner_unlock_moves_the_deadline(raw_client& raw, Lock l, Lock o) {
+  const std::string name = l.name();
+  std::atomic<int> lost{0};
+  l.on_lost([&](const lost_info&) { ++lost; });
+  l.lock(4000ms);
+  l.lock(300ms);
+  l.unlock();
+  ASSERT_GT(raw({"PTTL", name}).integer, 3000);
+  // Past the inner lease: still held, on the server and here.
+  std::this_thread::sleep_for(800ms);
+  ASSERT_GT(raw({"PTTL", name}).integer, 2000);
+  EXPECT_TRUE(l.valid()) << name;
+  EXPECT_EQ(lost.load(), 0) << name << ": a live hold reported lost";
+  std::error_code ec;
+  l.unlock(ec);
+  EXPECT_FALSE(ec) << name << ": " << ec.message();
+  EXPECT_EQ(raw({"EXISTS", name}).integer, 0);
+  // The other way round: the deadline comes down to the outer lease.
+  l.lock(300ms);
+  l.lock(10000ms);
+  l.unlock();
+  EXPECT_LE(raw({"PTTL", name}).integer, 300);
+  EXPECT_LE(l.valid_until(), steady::now() + 300ms) << name;
+  ASSERT_TRUE(o.try_lock(3000ms)) << name;
+  EXPECT_FALSE(l.valid()) << name;
+  o.unlock();
+}
+
+TEST_F(lock_test, unlocking_an_inner_level_moves_the_deadline_to_the_outer_lease) {
+  client c{cfg()};
+  client other{cfg()};
+  inner_unlock_moves_the_deadline(raw(), c.lock("inner:re"), other.lock("inner:re"));
+  inner_unlock_moves_the_deadline(raw(), c.fair_lock("inner:fair"), other.fair_lock("inner:fair"));
+  inner_unlock_moves_the_deadline(raw(), c.write_lock("inner:w"), other.write_lock("inner:w"));
+}
+
 TEST_F(lock_test, holds_of_many_threads_on_one_client) {
   client c{cfg(300ms)};
   std::vector<std::thread> ts;
