@@ -475,17 +475,42 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     // the count it expects taken by the re-entry and take a second level. So it waits until the
     // unlock is settled; its wait counts from now.
     // A cancellation meanwhile completes it at once; the handler is then gone when the unlock settles.
+    // So does its wait, plus the request timeout an attempt would have had: the unlock may go on
+    // retrying for several request timeouts against a stalled server, and a try_lock(0) must not
+    // wait out all of them (request_timeout, nothing sent).
     if (held->releasing > 0) {
       auto parked = std::make_shared<bool_handler>(std::move(h));
+      std::shared_ptr<asio::steady_timer> timer;
+      if (wait) {
+        timer = std::make_shared<asio::steady_timer>(c_.executor(), *wait + c_.cfg().request_timeout);
+        timers_.insert(timer);
+        timer->async_wait([this, t = std::weak_ptr(timer), parked, life = c_.weak_from_this()](std::error_code e) {
+          if (e) return;  // cancelled by close() or settled: the engine may be gone
+          keep_client keep(life);
+          if (!keep) return;
+          if (auto timer = t.lock()) timers_.erase(timer);
+          if (auto done = std::move(*parked)) {
+            scoped_error_text words("an unlock of this hold is still unanswered: the re-entry was not sent");
+            done(errc::request_timeout, false);
+          }
+        });
+      }
+      auto settle = [this, timer] {
+        if (!timer) return;
+        timer->cancel();
+        timers_.erase(timer);
+      };
       if (cancel) {
-        cancel->parked = [parked] {
+        cancel->parked = [parked, settle] {
+          settle();
           if (auto done = std::move(*parked)) done(errc::operation_aborted, false);
         };
       }
       after_release_[held].push_back([this, name = std::move(name), kind, owner, wait, lease, slot = std::move(slot),
-                                      how = how, parked, cancel = std::move(cancel), fenced,
+                                      how = how, parked, cancel = std::move(cancel), fenced, settle,
                                       since = clock::now()]() mutable {
         if (cancel) cancel->parked = nullptr;
+        settle();
         if (!*parked) return;
         if (wait) wait = std::max(ms(0), *wait - std::chrono::duration_cast<ms>(clock::now() - since));
         acquire(std::move(name), kind, owner, wait, lease, std::move(slot), how, std::move(*parked),

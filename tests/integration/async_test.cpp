@@ -388,6 +388,41 @@ TEST_F(async_test, a_reentry_waiting_for_an_unlock_to_settle_is_cancelled_at_onc
   EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
 }
 
+// A parked re-entry keeps its own time: its wait plus one request timeout (what a lone attempt
+// would have had), then request_timeout, nothing sent. Before, a try_lock(0) behind an unlock that
+// a stalled server did not answer waited out the unlock's retries (about 4 s here).
+TEST_F(async_test, a_reentry_waiting_for_an_unlock_to_settle_keeps_its_own_deadline) {
+  fault_proxy proxy(server().port());
+  const std::string name = "reentry-deadline-" + std::to_string(::getpid());
+  client c{behind(proxy, 1000ms)};
+  c.ping();
+  auto l = c.lock(name);
+  const owner_id o = c.new_owner();
+  hold_twice(l, o);
+  ASSERT_EQ(hold_count(name), 2);
+  proxy.hold_replies(0, true);
+  std::promise<std::error_code> unlocked;
+  l.async_unlock(o, [&](std::error_code ec) { unlocked.set_value(ec); });
+  ASSERT_TRUE(eventually([&] { return hold_count(name) == 1; })) << "the unlock did not run";
+  std::promise<std::pair<std::error_code, bool>> reentry;
+  auto reentered = reentry.get_future();
+  auto t0 = steady::now();
+  l.async_try_lock(o, 0ms, [&](std::error_code ec, bool got) { reentry.set_value({ec, got}); });
+  ASSERT_EQ(reentered.wait_for(10s), std::future_status::ready);
+  auto took = ms_since(t0);
+  auto [ec, got] = reentered.get();
+  EXPECT_EQ(ec, errc::request_timeout) << ec.message();
+  EXPECT_FALSE(got);
+  EXPECT_GE(took, 900);
+  EXPECT_LT(took, 2500) << "it waited out the unlock's retries";
+  proxy.hold_replies(0, false);
+  auto settled = unlocked.get_future();
+  ASSERT_EQ(settled.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(hold_count(name), 1) << "the re-entry was sent";
+  EXPECT_NO_THROW(l.async_unlock(o, asio::use_future).get());
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 // The grant of an attempt whose reply was lost is given back by an undo. When the undo cannot be
 // delivered either (the reconnect goes nowhere), it is sent again until the server answers it.
 // Before, it was sent once and forgotten: the grant stayed on the server for a lease, held by
