@@ -325,6 +325,7 @@ struct lock_service::undo_round {
   int parts = 0;        // sends not answered yet
   bool resend = false;  // one of them may not have reached the server
   bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
+  bool resent = false;  // this round sends again one whose reply never came
   unique_function<void()> then;
 };
 
@@ -356,8 +357,10 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.name = name;
   u.field = scratch_field(owner);
   u.id = id;
+  round->resent = !request.empty();
   if (request.empty()) request = random_token();
   round->request = request;
+  ++undos_out_;
   u.request = request;
   // The levels known before the lost grant keep their lease (as release_hold gives it): an outer
   // fixed lease of ten minutes must not come back as the watchdog's 30 s, which nothing renews.
@@ -399,6 +402,7 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
   // again at once, the undo would fail again, in a loop. It waits a reconnect delay instead.
   if (ec == errc::protocol_error) r->later = true;
   if (--r->parts > 0) return;
+  --undos_out_;
   auto then = std::move(r->then);
   r->then = nullptr;
   if (r->later && !closed_) {
@@ -413,8 +417,58 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
     });
   } else if (r->resend && !closed_) {
     undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
+  } else if (r->resent && !closed_) {
+    sweep_later(r, c_.cfg().request_timeout, 6);
   }
   if (then) then();
+}
+
+// A resent undo went out on a new connection (the old one was dropped with the attempt and the
+// first undo maybe still in it, in a stalled server's buffers or on the way). It can run before the
+// late attempt: it finds nothing, and its latch then makes the first undo, behind the attempt,
+// change nothing, so the late grant would be held for a lease by nobody. So the owner's count is
+// read a few times after it (at 1, 2, 4 ... request timeouts), and a level the client does not know
+// of is given back by a fresh undo. Only while nothing of this owner's on the lock is under way
+// (an attempt, a wait, an unlock, another undo): a grant whose reply is still coming would look the
+// same. A kind with a token per attempt (the mutex) asks for that attempt's token alone, which no
+// later grant has.
+bool lock_service::undo_may_race(const undo_round& r) const {
+  if (protocol_of(r.kind).per_attempt_id()) return false;
+  if (first_attempts_out_ > 0 || undos_out_ > 0) return true;
+  if (hold* h = find(r.name, r.owner, r.kind); h && h->releasing > 0) return true;
+  for (const auto& w : waiters_)
+    if (w->owner == r.owner && w->kind == r.kind && w->name == r.name) return true;
+  return false;
+}
+
+void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms delay, int left) {
+  if (closed_ || left <= 0) return;
+  auto t = std::make_shared<asio::steady_timer>(c_.executor(), delay);
+  timers_.insert(t);
+  t->async_wait([this, t, r = std::move(r), delay, left, life = c_.weak_from_this()](std::error_code e) mutable {
+    if (e) return;  // cancelled by close(): the engine may be gone
+    keep_client keep(life);
+    if (!keep) return;
+    timers_.erase(t);
+    if (closed_) return;
+    // Busy: looked at again a little later, still within this step.
+    if (undo_may_race(*r)) return sweep_later(std::move(r), std::max<ms>(delay / 4, ms(10)), left);
+    const auto& proto = protocol_of(r->kind);
+    std::string cmd;
+    proto.encode_hold_count(cmd, r->name, scratch_field(r->owner));
+    c_.exec(r->name, std::move(cmd), [this, r, delay, left, &proto, life](std::error_code ec, reply rep) mutable {
+      keep_client keep(life);
+      if (!keep || closed_) return;
+      auto n = ec ? std::nullopt : proto.decode_hold_count(rep, r->id);
+      if (n && !undo_may_race(*r)) {
+        const hold* h = find(r->name, r->owner, r->kind);
+        const long long known =
+            h && !h->lost && (!proto.per_attempt_id() || h->token == r->id) ? static_cast<long long>(h->levels.size()) : 0;
+        if (*n > known) undo_acquire(r->name, r->kind, r->owner, r->id, false, r->allowance);
+      }
+      sweep_later(std::move(r), delay * 2, left - 1);
+    }, true);
+  });
 }
 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
@@ -539,8 +593,10 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   if (protocol_of(kind).per_attempt_id()) w->id = random_token();
   if (cancel) cancel->waiter = w;
   w->trying = true;
+  ++first_attempts_out_;
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
+            --first_attempts_out_;
             if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (outcome_unknown(ec)) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;

@@ -133,6 +133,8 @@ class lock_service {
                     ms allowance, unique_function<void()> then = nullptr, std::string request = {});
   struct undo_round;
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
+  bool undo_may_race(const undo_round& r) const;
+  void sweep_later(std::shared_ptr<undo_round> r, ms delay, int left);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);
@@ -214,6 +216,8 @@ class lock_service {
   // close(): a pending wait would hold up the end of the I/O thread, and its handler must not run
   // on an engine that may be gone.
   std::unordered_set<std::shared_ptr<asio::steady_timer>> timers_;
+  int first_attempts_out_ = 0;  // acquisitions whose first attempt is on the wire (not yet waiters)
+  int undos_out_ = 0;           // undo rounds not answered yet
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

@@ -469,6 +469,48 @@ TEST_F(async_test, an_undo_that_cannot_be_delivered_is_sent_again) {
   }
 }
 
+// The attempt and its undo sit in a dropped connection on the way to the server (3 s late); the
+// undo, sent again on the new connection, runs first and finds nothing, and its latch then makes
+// the first undo change nothing. The late grant is found by the reads that follow a resent undo and
+// given back. Before, it stayed for a whole lease (30 s) held by nobody, and the server counted a
+// hold the client did not know of.
+TEST_F(async_test, a_late_grant_that_a_resent_undo_overtook_is_given_back) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();  // request_timeout 1 s, watchdog 30 s
+  conf.port = proxy.port();
+  conf.sync_lane = false;  // one connection: the order is the proxy's
+  client c{conf};
+  const std::string name = "undo-overtaken-" + std::to_string(::getpid());
+  auto l = c.lock(name);
+  ASSERT_TRUE(l.try_lock());  // scripts loaded, connection up
+  l.unlock();
+  proxy.set_latency(3000ms, 0ms);  // requests reach the server 3 s after they are sent
+  std::error_code ec;
+  EXPECT_FALSE(l.try_lock(0ms, ec));
+  EXPECT_EQ(ec, errc::request_timeout) << ec.message();
+  proxy.set_latency(0ms, 0ms);  // new bytes go through at once
+  // The resent undo ran first: it found nothing, and its latch says so.
+  ASSERT_TRUE(eventually(
+      [&] {
+        for (const auto& k : raw()({"KEYS", "redisson_unlock_latch:{" + name + "}:*"}).elements)
+          if (raw()({"GET", k.str}).str == "-1") return true;
+        return false;
+      },
+      5000ms))
+      << "the resent undo did not overtake the attempt: nothing tested";
+  // The late grant (at +3 s) is found by the reads that follow the resent undo, and given back.
+  std::this_thread::sleep_for(2500ms);  // past the late attempt's arrival
+  EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 0; }, 10000ms))
+      << "the late grant was never given back, PTTL " << raw()({"PTTL", name}).integer;
+  EXPECT_EQ(l.hold_count(), 0);
+  EXPECT_FALSE(l.valid());
+  // The owner's own locking goes on as before.
+  ASSERT_TRUE(l.try_lock());
+  EXPECT_EQ(l.hold_count(), 1);
+  l.unlock();
+  EXPECT_EQ(raw()({"EXISTS", name}).integer, 0);
+}
+
 // A protocol fault (here: a reply over max_reply_elements, read before the lock's reply) fails every
 // request written on the connection with protocol_error, although the server ran them. A grant or a
 // release is then as unknown as after a dropped connection. Before, both were taken as not done: the
