@@ -206,6 +206,30 @@ TEST_F(tls_test, ConnectingByNameVerifiesTheName) {
   EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
 }
 
+// docs/deployment.md's rule for names: a host name is matched against the DNS subjectAltNames, and
+// against the CN only when there are none; an IP address never against the CN.
+TEST_F(tls_test, TheCnNamesTheHostOnlyWhenNoSanDoes) {
+  auto cn_only = start(certs_->cn_only());
+  config c = tls_config(cn_only->tls_url());
+  c.host = "localhost";
+  {
+    client cl{c};
+    std::error_code ec;
+    cl.ping(ec);
+    EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
+  }
+  expect_failure(tls_config(cn_only->tls_url()), errc::tls_name_mismatch, {here(*cn_only)});
+  auto san = start(certs_->san_not_cn());
+  c = tls_config(san->tls_url());
+  c.host = "localhost";
+  expect_failure(c, errc::tls_name_mismatch, {"localhost"});
+  c.tls.verify_name = "elsewhere.example";
+  client cl{c};
+  std::error_code ec;
+  cl.ping(ec);
+  EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
+}
+
 TEST_F(tls_test, ExpiredCertificate) {
   auto s = start(certs_->expired());
   expect_failure(tls_config(s->tls_url()), errc::tls_certificate_expired, {"expired", here(*s)});

@@ -33,6 +33,8 @@ ca ca redlease-test-ca
 ca other-ca redlease-other-ca
 leaf server ca localhost "$both"
 leaf localhost-only ca localhost 'subjectAltName=DNS:localhost'
+leaf cn-only ca localhost 'basicConstraints=CA:FALSE'
+leaf san-not-cn ca localhost 'subjectAltName=DNS:elsewhere.example'
 leaf other-server other-ca localhost "$both"
 leaf client ca client 'extendedKeyUsage=clientAuth'
 key expired

@@ -34,6 +34,10 @@ class test_certs {
   cert_pair server() const { return pair("server"); }
   /// Signed by ca(); SAN DNS:localhost only: connecting to 127.0.0.1 fails name verification.
   cert_pair localhost_only() const { return pair("localhost-only"); }
+  /// Signed by ca(); CN=localhost and no subjectAltName at all (an old-style certificate).
+  cert_pair cn_only() const { return pair("cn-only"); }
+  /// Signed by ca(); CN=localhost but SAN DNS:elsewhere.example, which is what names it.
+  cert_pair san_not_cn() const { return pair("san-not-cn"); }
   /// Signed by ca(), SAN DNS:localhost, IP:127.0.0.1, expired in 2020.
   cert_pair expired() const { return pair("expired"); }
   /// Signed by other_ca(); SAN DNS:localhost, IP:127.0.0.1.
