@@ -16,6 +16,7 @@
 #include <iostream>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -239,40 +240,50 @@ sale_result run_sale(const config& base, const std::string& name, std::size_t se
   // A broken stock that never runs out (a take that deducts nothing) must not hang the demo.
   auto give_up = t0 + 30s;
   auto open = [&] { return failure.empty() && sold <= total && steady::now() < give_up; };
+  // One buyer: buys until the stock is sold out.
+  auto buyer = [&](owner_id owner, unsigned seed) -> asio::awaitable<void> {
+    std::minstd_rand rng(seed + 1);
+    if (atomic) {
+      while (open() && co_await stock.async_try_take(1, asio::use_awaitable)) {
+        ++sold;
+        last_sale = steady::now();
+      }
+      co_return;
+    }
+    while (open() && empties < segments) {
+      std::size_t seg = rng() % segments;
+      while (empty[seg]) seg = (seg + 1) % segments;
+      auto& l = locks[seg];
+      co_await l.async_lock(owner, std::chrono::milliseconds(5000), asio::use_awaitable);
+      if (!empty[seg]) {
+        auto key = stock.segment_key(seg);
+        // Named argument vectors: g++ 12 miscompiles braced lists inside co_await expressions.
+        std::vector<std::string> get{"GET", key};
+        auto r = co_await c.async_command(std::move(get), asio::use_awaitable);
+        long long have = r.is_nil() ? 0 : std::stoll(r.str);
+        if (have > 0) {
+          std::vector<std::string> set{"SET", key, std::to_string(have - 1)};
+          co_await c.async_command(std::move(set), asio::use_awaitable);
+          ++sold;
+          last_sale = steady::now();
+        } else {
+          empty[seg] = 1;
+          ++empties;
+        }
+      }
+      co_await l.async_unlock(owner, asio::use_awaitable);
+    }
+  };
   for (int b = 0; b < buyers; ++b) {
     asio::co_spawn(
         ioc,
         [&, owner = c.new_owner(), seed = static_cast<unsigned>(b)]() -> asio::awaitable<void> {
-          std::minstd_rand rng(seed + 1);
-          if (atomic) {
-            while (open() && co_await stock.async_try_take(1, asio::use_awaitable)) {
-              ++sold;
-              last_sale = steady::now();
-            }
-            co_return;
-          }
-          while (open() && empties < segments) {
-            std::size_t seg = rng() % segments;
-            while (empty[seg]) seg = (seg + 1) % segments;
-            auto& l = locks[seg];
-            co_await l.async_lock(owner, std::chrono::milliseconds(5000), asio::use_awaitable);
-            if (!empty[seg]) {
-              auto key = stock.segment_key(seg);
-              // Named argument vectors: g++ 12 miscompiles braced lists inside co_await expressions.
-              std::vector<std::string> get{"GET", key};
-              auto r = co_await c.async_command(std::move(get), asio::use_awaitable);
-              long long have = r.is_nil() ? 0 : std::stoll(r.str);
-              if (have > 0) {
-                std::vector<std::string> set{"SET", key, std::to_string(have - 1)};
-                co_await c.async_command(std::move(set), asio::use_awaitable);
-                ++sold;
-                last_sale = steady::now();
-              } else {
-                empty[seg] = 1;
-                ++empties;
-              }
-            }
-            co_await l.async_unlock(owner, asio::use_awaitable);
+          try {
+            co_await buyer(owner, seed);
+          } catch (const std::system_error& e) {
+            // The server's words are there only until this catch ends (docs/errors.md).
+            const auto& words = last_error_text();
+            throw std::runtime_error(std::string(e.what()) + (words.empty() ? "" : ": " + words));
           }
         },
         // Not asio::detached, which drops the exception a buyer ends with: the step fails on it.

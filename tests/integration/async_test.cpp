@@ -625,6 +625,40 @@ TEST_F(async_test, awaitable_operators_race_an_acquisition_against_a_timer) {
   EXPECT_EQ(raw()({"EXISTS", "cancel:race"}).integer, 0);
 }
 
+// A coroutine resumes inside the completion, so the server's words are still there in the catch
+// around the co_await that threw (docs/errors.md), on the coroutine's own executor's thread.
+TEST_F(async_test, a_coroutines_catch_sees_the_servers_words) {
+  raw()({"SET", "words:str", "x"});
+  asio::io_context ioc;
+  client c{cfg()};
+  auto l = c.lock("words:str");
+  std::string lock_words, command_words;
+  std::error_code lock_ec;
+  asio::co_spawn(
+      ioc,
+      [&]() -> asio::awaitable<void> {
+        try {
+          co_await l.async_lock(c.new_owner(), asio::use_awaitable);
+        } catch (const std::system_error& e) {
+          lock_ec = e.code();
+          lock_words = last_error_text();
+        }
+        try {
+          std::vector<std::string> incr{"INCR", "words:str"};
+          co_await c.async_command(std::move(incr), asio::use_awaitable);
+        } catch (const std::system_error&) {
+          command_words = last_error_text();
+        }
+      },
+      asio::detached);
+  ioc.run_for(10s);
+  EXPECT_EQ(lock_ec, errc::wrong_type);
+  EXPECT_NE(lock_words.find("WRONGTYPE"), std::string::npos) << lock_words;
+  EXPECT_NE(command_words.find("not an integer"), std::string::npos) << command_words;
+  // Outside the completion the slot is this thread's own again.
+  EXPECT_EQ(last_error_text(), "");
+}
+
 // One renewal call carries runs of one owner's locks (the owner field sent once per run), another
 // owner's lock and a mutex in between: every lock is renewed, and a lock taken from under its owner
 // is reported for that lock alone.
