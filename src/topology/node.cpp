@@ -245,11 +245,13 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
     reply script;
     std::error_code ec;
     bool resend = false;
+    bool answered = false;
   };
   auto st = std::make_shared<pair_state>();
   auto payload = script_payload(s, args, eval);
   submit(request{std::move(payload),
                              [st](std::error_code ec, reply r) mutable {
+                               st->answered = true;
                                st->ec = ec;
                                st->resend = !ec && noscript(r);
                                st->script = std::move(r);
@@ -263,6 +265,10 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
       std::move(wait),
       [this, st, &s, args = std::move(args), h = std::move(h), idempotent, n](std::error_code ec, reply r) mutable {
         if (st->resend) return send_acked(s, std::move(args), std::move(h), idempotent, true, n);
+        // On one socket the script's reply comes first. Not here: the script went on a blocking
+        // caller's lane that broke before WAIT could follow it, and WAIT went on the connection,
+        // where it says nothing about the script's write. The script's outcome is unknown.
+        if (!st->answered) return complete(h, errc::connection_lost, {});
         if (st->ec || st->script.is_error()) return complete(h, st->ec, std::move(st->script));
         if (!ec && r.is_error()) {
           // WAIT refused (a proxy, an ACL): the write stands; go on without acknowledgement.
