@@ -326,6 +326,7 @@ struct lock_service::undo_round {
   bool resend = false;  // one of them may not have reached the server
   bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
   bool resent = false;  // this round sends again one whose reply never came
+  clock::time_point sweep_until{};  // the reads that follow a resent round end by then
   unique_function<void()> then;
 };
 
@@ -418,7 +419,9 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
   } else if (r->resend && !closed_) {
     undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
   } else if (r->resent && !closed_) {
-    sweep_later(r, c_.cfg().request_timeout, 6);
+    const ms step = c_.cfg().request_timeout;
+    r->sweep_until = clock::now() + 64 * step;
+    sweep_later(r, step, step, 6);
   }
   if (then) then();
 }
@@ -427,11 +430,12 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
 // first undo maybe still in it, in a stalled server's buffers or on the way). It can run before the
 // late attempt: it finds nothing, and its latch then makes the first undo, behind the attempt,
 // change nothing, so the late grant would be held for a lease by nobody. So the owner's count is
-// read a few times after it (at 1, 2, 4 ... request timeouts), and a level the client does not know
-// of is given back by a fresh undo. Only while nothing of this owner's on the lock is under way
-// (an attempt, a wait, an unlock, another undo): a grant whose reply is still coming would look the
-// same. A kind with a token per attempt (the mutex) asks for that attempt's token alone, which no
-// later grant has.
+// read six times after it (1, 2, 4 ... 32 request timeouts apart, all within 64), and a level the
+// client does not know of is given back by a fresh undo. A read waits while something that could
+// be a grant whose reply is still coming is under way: a first attempt or an undo of this client's
+// (counted, not indexed: the common path pays an increment), or a wait or an unlock of this owner's
+// on this lock. A kind with a token per attempt (the mutex) asks for that attempt's token alone,
+// which no later grant has.
 bool lock_service::undo_may_race(const undo_round& r) const {
   if (protocol_of(r.kind).per_attempt_id()) return false;
   if (first_attempts_out_ > 0 || undos_out_ > 0) return true;
@@ -441,22 +445,23 @@ bool lock_service::undo_may_race(const undo_round& r) const {
   return false;
 }
 
-void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms delay, int left) {
-  if (closed_ || left <= 0) return;
-  auto t = std::make_shared<asio::steady_timer>(c_.executor(), delay);
+// `wait`: until this read; `step`: the gap before it, doubled after it.
+void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, int left) {
+  if (closed_ || left <= 0 || clock::now() >= r->sweep_until) return;
+  auto t = std::make_shared<asio::steady_timer>(c_.executor(), wait);
   timers_.insert(t);
-  t->async_wait([this, t, r = std::move(r), delay, left, life = c_.weak_from_this()](std::error_code e) mutable {
+  t->async_wait([this, t, r = std::move(r), step, left, life = c_.weak_from_this()](std::error_code e) mutable {
     if (e) return;  // cancelled by close(): the engine may be gone
     keep_client keep(life);
     if (!keep) return;
     timers_.erase(t);
     if (closed_) return;
-    // Busy: looked at again a little later, still within this step.
-    if (undo_may_race(*r)) return sweep_later(std::move(r), std::max<ms>(delay / 4, ms(10)), left);
+    // Busy: looked at again a little later; the steps after it keep their length.
+    if (undo_may_race(*r)) return sweep_later(std::move(r), std::max<ms>(step / 4, ms(10)), step, left);
     const auto& proto = protocol_of(r->kind);
     std::string cmd;
     proto.encode_hold_count(cmd, r->name, scratch_field(r->owner));
-    c_.exec(r->name, std::move(cmd), [this, r, delay, left, &proto, life](std::error_code ec, reply rep) mutable {
+    c_.exec(r->name, std::move(cmd), [this, r, step, left, &proto, life](std::error_code ec, reply rep) mutable {
       keep_client keep(life);
       if (!keep || closed_) return;
       auto n = ec ? std::nullopt : proto.decode_hold_count(rep, r->id);
@@ -466,7 +471,7 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms delay, int left
             h && !h->lost && (!proto.per_attempt_id() || h->token == r->id) ? static_cast<long long>(h->levels.size()) : 0;
         if (*n > known) undo_acquire(r->name, r->kind, r->owner, r->id, false, r->allowance);
       }
-      sweep_later(std::move(r), delay * 2, left - 1);
+      sweep_later(std::move(r), 2 * step, 2 * step, left - 1);
     }, true);
   });
 }

@@ -134,7 +134,7 @@ class lock_service {
   struct undo_round;
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   bool undo_may_race(const undo_round& r) const;
-  void sweep_later(std::shared_ptr<undo_round> r, ms delay, int left);
+  void sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, int left);
   void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                    const std::string& id, std::uint64_t fence, clock::time_point sent,
                    const std::shared_ptr<lost_slot>& slot);
