@@ -136,7 +136,11 @@ struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_servi
   std::string token;                       // mutex only (a reentrant hold's field derives from its owner)
   std::uint64_t fence = 0;                 // the latest fenced grant's token (view_mu_)
   level_stack levels;
-  std::unique_ptr<std::string> doubt_request;  // the request id of the unlock in doubt, reused by the next
+  struct doubt {
+    std::string request;           // the request id of the unlock in doubt, reused by the next
+    clock::time_point first_sent;  // when it was first sent (the earliest its TTL can count from)
+  };
+  std::unique_ptr<doubt> in_doubt;
   std::stop_source stop{std::nostopstate};     // made when someone asks for lost_token()
   std::shared_ptr<lost_slot> slot;
 
@@ -1156,9 +1160,12 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
   // continues it, in retry mode and under its request id, so the script does not take the same
   // level twice.
   int attempt_no = h && h->release_in_doubt ? 1 : 0;
-  std::string request = attempt_no > 0 && h->doubt_request ? *h->doubt_request : random_token();
+  const bool go_on = attempt_no > 0 && h->in_doubt;
+  std::string request = go_on ? h->in_doubt->request : random_token();
+  const auto first_sent = go_on ? h->in_doubt->first_sent : clock::time_point{};
   if (h) ++h->releasing;
-  release_hold(std::move(h), std::move(name), proto, owner, attempt_no, expected, std::move(request), std::move(done));
+  release_hold(std::move(h), std::move(name), proto, owner, attempt_no, expected, std::move(request), first_sent,
+               std::move(done));
 }
 
 // A release whose reply did not come (the connection dropped, or it timed out and may still run
@@ -1175,8 +1182,11 @@ void lock_service::drop_lost_level(hold& h) {
   if (h.levels.empty()) erase(&h);
 }
 
+// `first_sent`: when the first attempt of this release went out (empty: this one is the first). A
+// retry that finds the release done does not set the TTL again: it counts from an earlier attempt.
 void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
-                                int attempt_no, long long expected, std::string request, void_handler done) {
+                                int attempt_no, long long expected, std::string request,
+                                clock::time_point first_sent, void_handler done) {
   // The lease the remaining holds keep if this is not the last one.
   ms lease = c_.cfg().watchdog_timeout;
   if (h && h->levels.size() > 1) lease = lease_of_levels(h->levels, h->levels.size() - 1, lease);
@@ -1192,7 +1202,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   arg_list a;
   proto.encode_release(a, q);
   auto& target = c_.route(name);
-  const auto sent = clock::now();
+  const auto sent = first_sent == clock::time_point{} ? clock::now() : first_sent;
   exec_release(
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
@@ -1204,7 +1214,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           // The script may or may not have run. The retry tells it which count to expect, so it
           // never decrements twice.
           return release_hold(std::move(h), std::move(name), proto, owner, attempt_no + 1, expected,
-                              std::move(request), std::move(done));
+                              std::move(request), sent, std::move(done));
         }
         // A renewal that found the lock gone while this unlock was out waited for its verdict: on
         // another connection (the lane) the unlock can run first, and then "gone" means released.
@@ -1221,14 +1231,14 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           // Still unknown: the next unlock of this hold must go in retry mode too.
           if (h && release_unknown(ec)) {
             h->release_in_doubt = true;
-            h->doubt_request = std::make_unique<std::string>(request);
+            h->in_doubt = std::make_unique<hold::doubt>(hold::doubt{request, sent});
           }
           if (h) lost_now();
           return done(ec);
         }
         if (h) {
           h->release_in_doubt = false;
-          h->doubt_request.reset();
+          h->in_doubt.reset();
         }
         bool was_lost = h && h->lost;
         auto res = proto.decode_release(r);

@@ -159,7 +159,8 @@ class lock_service {
   // One release of a hold, of any kind, and its retries (exactly once: see release.lua's latch).
   void send_after_release(const hold& h);  // the acquisitions parked while an unlock of h was out
   void release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
-                    int attempt_no, long long expected, std::string request, void_handler done);
+                    int attempt_no, long long expected, std::string request, clock::time_point first_sent,
+                    void_handler done);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
   void exec_release(node& n, const lock_protocol& proto, arg_list a, reply_handler h);
