@@ -112,9 +112,9 @@ struct sentinel_options {
 /// write, by `WAIT replicas timeout` (Redisson's `checkLockSyncedSlaves`).
 struct replica_ack_options {
   /// Replicas that must acknowledge. -1 (the default): 1 while a Sentinel-managed master's ROLE
-  /// lists a replica online (read at connection and at every `sentinel.poll_interval`; 1 when ROLE
-  /// is refused), none otherwise (a standalone server's replicas are not promoted by anyone, so
-  /// waiting for them buys a lock nothing). 0: never WAIT.
+  /// lists a replica online (read at connection and at every `sentinel.poll_interval`, if not 0; 1
+  /// when ROLE is refused), none otherwise (a standalone server's replicas are not promoted by
+  /// anyone, so waiting for them buys a lock nothing). 0: never WAIT.
   int replicas = -1;
   /// How long WAIT may wait. WAIT holds up the connection's later commands while it waits, so this
   /// is short: healthy replicas acknowledge in well under a millisecond on a LAN. At least 1 ms:

@@ -265,6 +265,11 @@ void connection::on_connected(std::uint64_t gen) {
   start_write();
 }
 
+bool role_refusal(std::string_view text) {
+  auto ec = error_from_reply_text(text);
+  return ec == errc::no_permission || ec == errc::unknown_command;
+}
+
 int role_master_replicas(const reply& r) noexcept {
   if (!r.is_array() || r.elements.empty() || r.elements[0].str != "master") return -1;
   return r.elements.size() >= 3 && r.elements[2].is_array() ? static_cast<int>(r.elements[2].elements.size()) : 0;
@@ -275,11 +280,11 @@ int role_master_replicas(const reply& r) noexcept {
 bool connection::check_role(reply& r) {
   if (r.is_error()) {
     // An ACL without +role, or a proxy without the command: go on unchecked, saying so once.
-    role_refused_ = true;
+    role_refused_ = role_refusal(r.str);
     replicas_ = -1;
     if (!*role_refusal_reported_) {
       *role_refusal_reported_ = true;
-      std::string acks = cfg_.replica_ack.replicas < 0 && !cfg_.sentinel.nodes.empty()
+      std::string acks = role_refused_ && cfg_.replica_ack.replicas < 0 && !cfg_.sentinel.nodes.empty()
                              ? ", nor count its replicas (replica_ack asks 1 of them, up or not)"
                              : "";
       report_background(cfg_, "connection", error_from_reply_text(r.str),

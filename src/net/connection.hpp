@@ -65,6 +65,9 @@ std::string to_string(const node_address& a);
 
 /// Maps a server error reply's text to redlease's error code (WRONGTYPE, NOAUTH, BUSY, ...).
 std::error_code error_from_reply_text(std::string_view text);
+/// Whether an error reply to ROLE refuses it for good (NOPERM, an unknown or renamed command), not
+/// for the moment (BUSY, LOADING).
+bool role_refusal(std::string_view text);
 /// The replicas a master lists in its ROLE reply `r` (those online), or -1 when `r` is not a
 /// master's ROLE reply.
 int role_master_replicas(const reply& r) noexcept;

@@ -195,7 +195,10 @@ int node::replicas_wanted() const {
 }
 
 void node::refresh_replicas() {
-  if (!auto_ack_ || cfg_->replica_ack.replicas >= 0 || wait_ == probe::no || closed_ || !conn_->is_up()) return;
+  // A refused ROLE stays refused until the ACL changes; the next handshake asks again.
+  if (!auto_ack_ || cfg_->replica_ack.replicas >= 0 || wait_ == probe::no || closed_ || !conn_->is_up() ||
+      role_refused_)
+    return;
   std::string cmd;
   encode_command(cmd, {"ROLE"});
   exec(std::move(cmd), [this](std::error_code ec, reply r) {
@@ -203,8 +206,8 @@ void node::refresh_replicas() {
       role_refused_ = false;
       // A demoted master answers "slave": the topology's own checks move the connection on.
       if (int n = role_master_replicas(r); n >= 0) replicas_ = n;
-    } else if (r.is_error()) {
-      role_refused_ = true;
+    } else if (r.is_error() && role_refusal(r.str)) {
+      role_refused_ = true;  // (a passing refusal, BUSY or LOADING, keeps the last count)
     }
   }, true);
 }
