@@ -27,8 +27,11 @@ std::string to_string_ms(ms d) { return std::to_string(d.count()); }
 // A grant too few replicas acknowledged (rolled back already) counts as one when the config says
 // to retry it.
 bool refused_for_now(std::error_code ec, const config& cfg) {
+  // READONLY from a Sentinel-managed master: it was demoted, and the client moves to the new one
+  // within a poll; from a standalone server it is a configuration (a URL naming a replica).
   return ec == errc::server_oom || ec == errc::no_replicas || ec == errc::server_busy || ec == errc::server_loading ||
-         (ec == errc::not_replicated && cfg.replica_ack.retry);
+         (ec == errc::not_replicated && cfg.replica_ack.retry) ||
+         (ec == errc::server_readonly && !cfg.sentinel.nodes.empty());
 }
 
 // Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.

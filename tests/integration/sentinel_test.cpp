@@ -458,6 +458,32 @@ TEST_F(sentinel_test, acquisitions_wait_for_a_replica_and_roll_back_when_none_ac
   rig.replica().resume();
 }
 
+// A Sentinel-managed master that answers READONLY has been demoted, and the client moves on within a
+// poll: an acquisition with time left waits it out. Before, it failed at once with server_readonly.
+// (The master is made a replica for half a second with REPLICAOF, faster than the Sentinels look.)
+TEST_F(sentinel_test, an_acquisition_waits_out_a_master_that_answers_readonly) {
+  sentinel_rig rig;
+  client c(sentinel_cfg(rig));
+  auto l = c.lock("sentinel:readonly");
+  ASSERT_TRUE(l.try_lock());  // connected, scripts loaded
+  l.unlock();
+  auto master = rig.master_client();
+  ASSERT_FALSE(master({"REPLICAOF", "127.0.0.1", "1"}).is_error());
+  ASSERT_TRUE(master({"SET", "sentinel:readonly:probe", "x"}).is_error()) << "the master still takes writes";
+  auto got = std::async(std::launch::async, [&] {
+    std::error_code ec;
+    bool ok = l.try_lock(10000ms, ec);
+    std::string words = last_error_text();
+    if (ok) l.unlock();  // by the thread that took it
+    return std::make_tuple(ok, ec, words);
+  });
+  EXPECT_EQ(got.wait_for(500ms), std::future_status::timeout) << "it did not wait";
+  ASSERT_FALSE(master({"REPLICAOF", "NO", "ONE"}).is_error());
+  ASSERT_EQ(got.wait_for(5000ms), std::future_status::ready);
+  auto [ok, ec, words] = got.get();
+  EXPECT_TRUE(ok) << ec.message() << ": " << words;
+}
+
 // WAIT calls the server on `cl` has run.
 long long wait_calls(raw_client cl) {
   auto s = cl({"INFO", "commandstats"}).str;
