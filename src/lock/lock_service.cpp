@@ -834,7 +834,17 @@ void lock_service::channel_refused(channel_entry& ch, std::error_code ec, const 
     return;
   }
   // Remembered for a while (a grant may come later), so that new waiters on it poll from the start.
-  refused_channels_[ch.channel] = clock::now();
+  // A minute at most, and the latest 1024 channels at most: a client that waits on millions of
+  // names under an ACL without channels must not keep one entry per name.
+  const auto now = clock::now();
+  while (!refused_order_.empty() &&
+         (now - refused_order_.front().first >= std::chrono::minutes(1) || refused_order_.size() >= 1024)) {
+    auto it = refused_channels_.find(refused_order_.front().second);
+    if (it != refused_channels_.end() && it->second == refused_order_.front().first) refused_channels_.erase(it);
+    refused_order_.pop_front();
+  }
+  refused_channels_[ch.channel] = now;
+  refused_order_.emplace_back(now, ch.channel);
   for (auto& w : ws) fall_back_to_backoff(w);
 }
 

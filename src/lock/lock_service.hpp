@@ -210,6 +210,7 @@ class lock_service {
   bool subscribe_refusal_reported_ = false;
   // SUBSCRIBE refused, and when: new waiters on them poll for a minute, then try again.
   std::unordered_map<std::string, clock::time_point> refused_channels_;
+  std::deque<std::pair<clock::time_point, std::string>> refused_order_;  // the same, oldest first
   std::string field_scratch_;
   asio::steady_timer linger_timer_;
   bool linger_armed_ = false;
