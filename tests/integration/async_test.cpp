@@ -335,7 +335,9 @@ TEST_F(async_test, a_reentry_while_an_unlock_is_out_waits_for_it_to_settle) {
   proxy.hold_replies(0, true);
   auto unlocked = l.async_unlock(o, asio::use_future);
   ASSERT_TRUE(eventually([&] { return count() == 1; })) << "the unlock did not run";
-  auto reentered = l.async_try_lock(o, 0ms, asio::use_future);
+  // A wait of its own that outlasts the unlock's retries: with none, it would give up after one
+  // request timeout (a_reentry_waiting_for_an_unlock_to_settle_keeps_its_own_deadline).
+  auto reentered = l.async_try_lock(o, 5000ms, asio::use_future);
   // The unlock's retry (on the new connection) leaves its latch on the server.
   ASSERT_TRUE(eventually([&] { return !raw()({"KEYS", "redisson_unlock_latch:{" + name + "}:*"}).elements.empty(); },
                          5000ms));
