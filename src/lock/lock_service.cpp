@@ -26,19 +26,20 @@ std::string to_string_ms(ms d) { return std::to_string(d.count()); }
 // unknown_command) never pass by themselves and fail at once.
 // A grant too few replicas acknowledged (rolled back already) counts as one when the config says
 // to retry it.
-bool refused_for_now(std::error_code ec, const config& cfg) {
-  // READONLY from a Sentinel-managed master: it was demoted, and the client moves to the new one
-  // within a poll; from a standalone server it is a configuration (a URL naming a replica).
+// READONLY from a node whose deployment promotes replicas (Sentinel): it was demoted, and the
+// topology moves to the new master within a poll; elsewhere it is a configuration (a URL naming a
+// replica).
+bool refused_for_now(std::error_code ec, const config& cfg, const node& n) {
   return ec == errc::server_oom || ec == errc::no_replicas || ec == errc::server_busy || ec == errc::server_loading ||
          (ec == errc::not_replicated && cfg.replica_ack.retry) ||
-         (ec == errc::server_readonly && !cfg.sentinel.nodes.empty());
+         (ec == errc::server_readonly && n.replicas_promoted());
 }
 
 // Worth trying again while a wait lasts: the network, or a refusal the server lifts by itself.
-bool transient(std::error_code ec, const config& cfg) {
+bool transient(std::error_code ec, const config& cfg, const node& n) {
   // A port without TLS that stays silent looks like a stalled server: retried like connect_timeout.
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::connect_failed ||
-         ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec, cfg);
+         ec == errc::connect_timeout || ec == errc::tls_not_offered_by_server || refused_for_now(ec, cfg, n);
 }
 
 // A request written whose reply never came: it may have run. The connection dropped, it timed out
@@ -614,7 +615,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
-            if (ec && refused_for_now(ec, c_.cfg()) && !(w->deadline && clock::now() >= *w->deadline)) {
+            if (ec && refused_for_now(ec, c_.cfg(), c_.route(w->name)) && !(w->deadline && clock::now() >= *w->deadline)) {
               w->last_error = ec;
               w->last_error_text = error_text_slot();
               return start_waiter(w, std::nullopt);
@@ -1024,7 +1025,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             if (ec) {
               // While waiting, a reconnect or a timeout is not the end: keep trying until the deadline,
               // and report the error if it is still failing then.
-              if (!transient(ec, c_.cfg()) || past) return finish_waiter(w, ec, false);
+              if (!transient(ec, c_.cfg(), c_.route(w->name)) || past) return finish_waiter(w, ec, false);
               w->last_error = ec;
               w->last_error_text = error_text_slot();
               return waiter_sleep(w, std::nullopt);

@@ -50,6 +50,9 @@ class node {
   void refresh_replicas();
   /// Set by the topology: whether this node's replicas take over on failure (Sentinel).
   void set_auto_ack(bool on) { auto_ack_ = on; }
+  /// Whether this node's replicas take over on failure: its READONLY then means it was demoted, a
+  /// passing state the topology ends within a poll.
+  bool replicas_promoted() const noexcept { return auto_ack_; }
   /// Executor only: the connection came up (probes WAIT support).
   void on_up();
   /// Executor only: closes the connection and ends the lane (a caller waiting on it wakes).
