@@ -1216,7 +1216,10 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   arg_list a;
   proto.encode_release(a, q);
   auto& target = c_.route(name);
-  const auto sent = first_sent == clock::time_point{} ? clock::now() : first_sent;
+  // Only a release that leaves levels moves the hold's deadline: the last level's (the common
+  // unlock) reads no clock.
+  const bool leaves_levels = h && h->levels.size() > 1 && proto.release_sets_remaining_lease();
+  const auto sent = first_sent != clock::time_point{} || !leaves_levels ? first_sent : clock::now();
   exec_release(
       target, proto, std::move(a),
       [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
@@ -1287,7 +1290,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           erase(h.get());
         } else {
           h->levels.pop_back();
-          if (proto.release_sets_remaining_lease()) {
+          if (proto.release_sets_remaining_lease() && sent != clock::time_point{}) {
             // The key's TTL now counts from this release, with the lease of the levels left: the
             // deadline of the level given back (longer or shorter) no longer applies.
             std::lock_guard<std::mutex> g(view_mu_);
