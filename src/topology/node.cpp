@@ -271,7 +271,10 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
         // On one socket the script's reply comes first. Not here: the script went on a blocking
         // caller's lane that broke before WAIT could follow it, and WAIT went on the connection,
         // where it says nothing about the script's write. The script's outcome is unknown.
-        if (!st->answered) return complete(h, errc::connection_lost, {});
+        if (!st->answered) {
+          scoped_error_text scope("the blocking caller's connection broke between the script and its WAIT");
+          return complete(h, errc::connection_lost, {});
+        }
         if (st->ec || st->script.is_error()) return complete(h, st->ec, std::move(st->script));
         if (!ec && r.is_error()) {
           // WAIT refused (a proxy, an ACL): the write stands; go on without acknowledgement.
