@@ -37,6 +37,9 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
 
 client_impl::~client_impl() {
   shutdown();
+  // Destroyed on its own I/O thread while the close waits for answers: close now (the thread then
+  // runs out of work and ends; the waiting timer's handler sees operation_aborted).
+  if (on_io_thread()) close_topology();
   fail_inbox();
   if (thread_.joinable()) thread_.detach();  // destroyed on its own I/O thread: it ends by itself
 }
@@ -82,6 +85,39 @@ bool client_impl::quiet() const {
     if (!pubsub && !conn.idle()) quiet = false;
   });
   return quiet;
+}
+
+bool client_impl::answers_pending() const {
+  bool pending = false;
+  topo_->for_each_connection([&pending](const connection& conn, bool pubsub) {
+    if (!pubsub && conn.awaits_replies()) pending = true;
+  });
+  return pending;
+}
+
+// Closed at once, the connections would fail what is on its way: a fair waiter's give-up (it then
+// blocks the queue until its deadline), an unlock, the undo of a grant that comes after the close.
+// Looked at every millisecond: this runs once per client, and a hook on every reply would cost the
+// common path. A user executor's client may be destroyed before any later look: it closes at once.
+void client_impl::close_when_answered(clock::time_point until) {
+  if (!own_ctx_ || clock::now() >= until || !answers_pending()) return close_topology();
+  if (!close_timer_) close_timer_.emplace(ex_);
+  close_timer_->expires_after(std::chrono::milliseconds(1));
+  close_timer_->async_wait([this, until](std::error_code ec) {
+    if (ec) return;  // the client is being destroyed
+    close_when_answered(until);
+  });
+}
+
+void client_impl::close_topology() noexcept {
+  if (topo_closed_) return;
+  topo_closed_ = true;
+  if (close_timer_) close_timer_->cancel();
+  try {
+    topo_->close();
+  } catch (...) {
+    report_exception(cfg_, "close");
+  }
 }
 
 bool client_impl::on_io_thread() const noexcept {
@@ -158,7 +194,7 @@ void client_impl::shutdown() noexcept {
     for (auto& [alive, fn] : hooks)
       if (!alive.expired()) fn();
     locks_->close();
-    topo_->close();
+    close_when_answered(clock::now() + cfg_.close_timeout);
   };
   if (on_io_thread()) {
     close_all();

@@ -4,6 +4,7 @@
 
 #include <asio/io_context.hpp>
 #include <asio/post.hpp>
+#include <asio/steady_timer.hpp>
 #include <asio/strand.hpp>
 
 #include <atomic>
@@ -83,6 +84,8 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // Executor (or guard holder) only: no command connection has anything queued, in flight, being
   // written or read.
   bool quiet() const;
+  // Executor only: a command connection has a request queued, or in flight and not yet timed out.
+  bool answers_pending() const;
 
   // After run_direct: waits, on this thread, for the replies to what the call sent on the lane `s`
   // holds, and runs their handlers under the I/O guard (their follow-up requests may go on the lane
@@ -178,8 +181,14 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   std::mutex join_mu_;  // thread_.join() and joinable(), across closers
   // Joins the I/O thread unless this is it or it is joined already; true if this call joined it.
   bool join_io_thread() noexcept;
+  // Executor only: closes the connections once nothing sent or queued waits for its answer, or at
+  // `until` (config::close_timeout).
+  void close_when_answered(clock::time_point until);
+  void close_topology() noexcept;
   std::atomic<bool> closed_{false};
   bool closing_ = false;  // executor only
+  bool topo_closed_ = false;  // executor only
+  std::optional<asio::steady_timer> close_timer_;  // executor only: close_when_answered's next look
   std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only
 
   // run and post: on the executor, `f` runs inline or is posted; elsewhere it goes to the inbox

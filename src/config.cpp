@@ -217,6 +217,7 @@ std::string config::invalid_setting() const {
   // timeout", made every request time out at once and the watchdog loop grant and undo).
   for (auto e : {in_range("connect_timeout", connect_timeout, 1, longest),
                  in_range("request_timeout", request_timeout, 1, longest),
+                 in_range("close_timeout", close_timeout, 0, longest),
                  in_range("reconnect_min_delay", reconnect_min_delay, 1, longest),
                  in_range("reconnect_max_delay", reconnect_max_delay, reconnect_min_delay.count(), longest),
                  in_range("health_check_interval", health_check_interval, 0, longest),

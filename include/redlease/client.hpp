@@ -220,8 +220,14 @@ class client {
   /// Traffic counters.
   client_stats stats() const;
 
-  /// Closes the client now (as the destructor does, without joining). Idempotent. It may be called
-  /// from inside a callback on the client's I/O thread; the thread is then joined by the destructor.
+  /// Closes the client (as the destructor does). Idempotent. Every acquisition that waits ends with
+  /// `errc::client_closed`, and the watchdog stops (held locks expire after their lease). Requests
+  /// already sent or queued are answered first, for up to `config::close_timeout` (1 s; none past
+  /// its `request_timeout`): an unlock on its way, a fair waiter's give-up of its place in the queue.
+  /// An acquisition whose attempt was on the wire ends when its reply comes, with `client_closed`,
+  /// and a grant in that reply is given back. Returns once the client's own I/O thread has ended
+  /// (with a user executor: at once, and nothing is waited for). It may be called from inside a
+  /// callback on that thread, which the destructor then joins.
   /// Operations started after the close complete with `errc::client_closed`: a handler with an
   /// executor of its own is posted there, one without is posted to `asio::system_executor`.
   void close() noexcept;

@@ -152,6 +152,14 @@ struct config {
   std::chrono::milliseconds connect_timeout{2000};
   /// Bound on every request, from the moment it is issued to its reply.
   std::chrono::milliseconds request_timeout{5000};
+  /// How long `client::close()` (and the destructor) lets what the client has already sent or
+  /// queued be answered before it closes the connections: an unlock on its way, the give-up of a
+  /// fair-lock waiter that the close ends (else it blocks the queue until its deadline, up to
+  /// `queue_allowance`), the undo of a grant that the close came too late for. It ends as soon as
+  /// nothing is left to answer, and no request waits past its own `request_timeout`. 0: close at
+  /// once, failing all of it with `client_closed`. Not used with a user executor, whose client
+  /// closes at once.
+  std::chrono::milliseconds close_timeout{1000};
   /// First delay before reconnecting; it doubles per failed attempt, with jitter, up to the max.
   std::chrono::milliseconds reconnect_min_delay{50};
   /// Upper bound of the reconnect delay.

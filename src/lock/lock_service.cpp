@@ -303,7 +303,7 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
                                       [this, &proto, w, h = std::move(h), sent](std::error_code ec, reply r) mutable {
     auto res = ec && ec != errc::not_replicated ? acquire_result{} : proto.decode_acquire(r);
     w->behind = res.what == acquire_result::kind::busy && res.behind;
-    if (ec == errc::not_replicated && !closed_) {
+    if (ec == errc::not_replicated) {
       if (res.what != acquire_result::kind::granted) return h({}, res.pttl, 0, sent);
       // A grant the replicas did not confirm would not survive a failover: give it back (in order,
       // before any retry), then report it.
@@ -610,7 +610,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) mutable {
             w->trying = false;
             --first_attempts_out_;
-            if (closed_) return finish_waiter(w, errc::client_closed, false);
+            if (closed_) return end_attempt_after_close(w, ec, !ec && !pttl);
             if (outcome_unknown(ec)) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
@@ -1017,8 +1017,8 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   if (protocol_of(w->kind).per_attempt_id()) w->id = random_token();
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
             w->trying = false;
+            if (closed_) return end_attempt_after_close(w, ec, !ec && !pttl);
             if (w->finished) return;
-            if (closed_) return finish_waiter(w, errc::client_closed, false);
             if (outcome_unknown(ec)) undo_acquire(*w);
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
@@ -1069,6 +1069,26 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
   return true;
 }
 
+// The client closed while this attempt was out (close() finished the waiter, and lets what is out
+// be answered for config::close_timeout): a grant now has no holder, and is given back like one
+// whose outcome is unknown. A fair waiter's attempt on the lane can run after the give-up that
+// close() sent on the node's connection and queue it again: it leaves again (idempotent).
+void lock_service::end_attempt_after_close(const std::shared_ptr<waiter>& w, std::error_code ec, bool granted) {
+  if (granted || outcome_unknown(ec)) undo_acquire(*w);
+  else if (!ec) give_up(*w);
+  finish_waiter(w, errc::client_closed, false);
+}
+
+// Leaves a fair lock's queue (a kind whose waiters queue on the server), so that the waiters behind
+// are not held up until this one's deadline. Idempotent; nothing for the other kinds.
+void lock_service::give_up(const waiter& w) {
+  const auto& proto = protocol_of(w.kind);
+  if (!w.queue || proto.give_up_script() == nullptr) return;
+  arg_list a;
+  proto.encode_give_up(a, acquire_request{w.name, scratch_field(w.owner), w.id, ms(0), false, w.allowance, true});
+  c_.exec_script(w.name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+}
+
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
   if (w->finished) return;
   w->finished = true;
@@ -1079,13 +1099,8 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
     auto channels = w->channels;
     for (auto* ch : channels) wake(*ch, false);
   }
-  const auto& proto = protocol_of(w->kind);
-  if (!acquired && w->queue && !closed_ && proto.give_up_script() != nullptr) {
-    // It may be queued (a fair lock): leave, so that the waiters behind it are not held up.
-    arg_list a;
-    proto.encode_give_up(a, acquire_request{w->name, scratch_field(w->owner), w->id, ms(0), false, w->allowance, true});
-    c_.exec_script(w->name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {}, false, true);
-  }
+  // It may be queued (a fair lock): leave, also when the client closes (close() lets it be answered).
+  if (!acquired) give_up(*w);
   w->timer.cancel();
   leave_channels(*w);
   auto done = std::move(w->done);

@@ -127,6 +127,8 @@ class lock_service {
   ms queue_allowance(std::optional<ms> wait) const;
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
+  void end_attempt_after_close(const std::shared_ptr<waiter>& w, std::error_code ec, bool granted);
+  void give_up(const waiter& w);
   void undo_acquire(const waiter& w, unique_function<void()> then = nullptr);
   // `request`: the id of an earlier sending of the same undo, whose reply never came.
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id, bool queued,

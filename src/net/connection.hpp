@@ -129,6 +129,14 @@ class connection : public std::enable_shared_from_this<connection> {
   bool idle() const noexcept {
     return queued_.empty() && inflight_.empty() && !writing_ && wbuf_.empty() && wnext_.empty() && reader_.buffered() == 0;
   }
+  /// Something queued, or in flight with someone still waiting for its reply (one that timed out
+  /// already is not waited for).
+  bool awaits_replies() const noexcept {
+    if (!queued_.empty()) return true;
+    for (const auto& e : inflight_)
+      if (e.handler && !e.internal) return true;
+    return false;
+  }
   bool is_tls() const noexcept { return sock_.is_tls(); }
   /// Whether the handshake asks ROLE and accepts only a master (require_master()).
   bool requires_master() const noexcept { return require_master_; }

@@ -3,6 +3,7 @@
 // restarts, killed pub/sub connections, lost replies, flushed scripts. Each scenario asserts what the
 // client must do and prints what it measured ("[chaos] ..." lines, collected in docs/reliability.md).
 #include <gtest/gtest.h>
+#include <asio/use_future.hpp>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -661,6 +662,50 @@ TEST_F(chaos_test, acquisition_reply_late_leaves_no_orphaned_hold) {
     ADD_FAILURE() << "an acquisition that failed with request_timeout ran late and left an orphaned "
                      "hold, blocking the lock for a whole lease:"
                   << what;
+  }
+}
+
+// The client closes while an acquisition's reply is on its way, and the reply is a grant: close()
+// lets the reply come (config::close_timeout), the acquisition ends with client_closed, and the
+// grant, which nobody holds now, is given back before the connections close. Before, the close
+// failed the attempt at once and the lock was held by nobody for a lease.
+TEST_F(chaos_test, a_grant_that_comes_after_close_is_given_back) {
+  for (const char* kind : {"reentrant", "mutex"}) {
+    SCOPED_TRACE(kind);
+    const std::string name = std::string("s7g-") + kind, blocker = name + "-blocker";
+    fault_proxy proxy(server().port());
+    auto conf = this->conf(30000ms, &proxy, 5000ms);
+    conf.close_timeout = 5000ms;
+    conf.health_check_interval = 0ms;
+    client c{conf};
+    detail::lock_handle l = std::string(kind) == "mutex" ? detail::lock_handle(c.mutex(name))
+                                                          : detail::lock_handle(c.lock(name));
+    const owner_id o = c.new_owner();
+    l.async_lock(o, asio::use_future).get();  // connects and caches the script
+    l.async_unlock(o, asio::use_future).get();
+    // Another owner waits for a lock held elsewhere: close() ends it, which tells when close() ran.
+    raw()({"HSET", blocker, "elsewhere:1", "1"});
+    raw()({"PEXPIRE", blocker, "30000"});
+    std::promise<std::error_code> blocked;
+    c.lock(blocker).async_lock(c.new_owner(), [&](std::error_code ec) { blocked.set_value(ec); });
+    ASSERT_TRUE(eventually([&] { return subscribers_at_least("redisson_lock__channel:{" + blocker + "}", 1); }));
+    ASSERT_TRUE(eventually([&] { return c.stats().commands == c.stats().replies; }));  // it sleeps
+    proxy.hold_replies(0, true);  // the command connection: the first the proxy accepted
+    std::promise<std::error_code> done;
+    l.async_lock(o, [&](std::error_code ec) { done.set_value(ec); });
+    ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 1; })) << "the attempt did not run";
+    std::thread closer([&] { c.close(); });
+    auto b = blocked.get_future();
+    ASSERT_EQ(b.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(b.get(), errc::client_closed);
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(0s), std::future_status::timeout) << "the acquisition ended before its reply came";
+    proxy.hold_replies(0, false);  // the grant's reply comes after the close began
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(f.get(), errc::client_closed);
+    closer.join();
+    EXPECT_EQ(raw()({"EXISTS", name}).integer, 0) << "the grant was left held by nobody";
+    raw()({"DEL", name, blocker});
   }
 }
 

@@ -90,6 +90,53 @@ TEST_F(fair_lock_test, a_waiter_that_gives_up_leaves_the_queue_and_a_zero_wait_n
   l.unlock();
 }
 
+// close() ends every wait with client_closed; a queued fair waiter then gives its place back before
+// the connections close. Before, the close dropped the give-ups: the dead entries blocked whoever
+// queued behind them until their deadlines (up to queue_allowance, 30 s; Redisson's own: 5 min).
+TEST_F(fair_lock_test, closing_the_client_gives_its_waiters_places_back) {
+  const std::string name = "fair:close";
+  client holder(cfg());
+  auto h = holder.fair_lock(name);
+  h.lock();
+  auto c = std::make_unique<client>(cfg());
+  auto l = c->fair_lock(name);
+  std::promise<std::error_code> async_done;
+  l.async_lock(1, [&](std::error_code ec) { async_done.set_value(ec); });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
+  std::error_code sync_ec;
+  std::thread t([&] {
+    auto w = c->fair_lock(name);
+    EXPECT_FALSE(w.try_lock(20000ms, sync_ec));
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 2 && deadlines(name) == 2; }));
+  c->close();
+  t.join();
+  EXPECT_EQ(sync_ec, errc::client_closed);
+  auto f = async_done.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), errc::client_closed);
+  // Gone when close() returns, not at the next caller's purge.
+  EXPECT_EQ(queued(name), 0) << "a closed client's waiters were left in the queue";
+  EXPECT_EQ(deadlines(name), 0);
+  // The next waiter is handed the lock at the unlock, not after the dead entries' deadlines.
+  client next(cfg());
+  std::atomic<long long> took{-1};
+  std::thread n([&] {
+    auto w = next.fair_lock(name);
+    auto t0 = steady::now();
+    if (w.try_lock(20000ms)) {
+      took = ms_since(t0);
+      w.unlock();
+    }
+  });
+  ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
+  h.unlock();
+  n.join();
+  EXPECT_GE(took.load(), 0);
+  EXPECT_LT(took.load(), 10000);
+  c.reset();
+}
+
 TEST_F(fair_lock_test, a_redisson_waiter_is_handed_the_lock_by_our_unlock_on_its_own_channel) {
   const std::string name = "fair:handoff";
   client c(cfg());

@@ -419,11 +419,11 @@ TEST(ConfigRedactedUrl, Shape) {
 // percent-encoded, so the redacted URL still parses back to the same user, host and port.
 TEST(ConfigRedactedUrl, UsernameIsPercentEncoded) {
   config c;
-  c.host = "h";
+  // Moved in: g++ 12 -O2 warns (-Wrestrict, a false positive) on assigning these literals.
+  c.host = std::string("h");
   c.port = 9;
-  // Moved in: g++ 12 -O2 warns (-Wrestrict, a false positive) on assigning this literal.
   c.username = std::string("a@b:c/d%e f");
-  c.password = "pw";
+  c.password = std::string("pw");
   const std::string r = c.redacted_url();
   EXPECT_EQ(r, "redis://a%40b%3Ac%2Fd%25e%20f:***@h:9");
   config back = parse_ok(r);
