@@ -192,11 +192,16 @@ config config::from_url(std::string_view url) {
   if (!ec) return c;
   // The URL is quoted to say which one is wrong, but never its user and password: split where the
   // parser splits them, at the last '@' (a URL whose query holds an '@' loses more than it must).
+  // Also when the scheme is mistyped or missing ("user:pw@host", "redis:/...", "redis//..."): what
+  // comes before the '@' may be a password all the same.
   std::string shown(url.substr(0, 200));
   auto scheme_end = url.find("://");
   auto at = url.rfind('@');
-  if (scheme_end != std::string_view::npos && at != std::string_view::npos && at > scheme_end)
-    shown = std::string(url.substr(0, scheme_end + 3)) + "***@" + std::string(url.substr(at + 1, 200));
+  if (at != std::string_view::npos) {
+    const bool schemed = scheme_end != std::string_view::npos && at > scheme_end;
+    shown = (schemed ? std::string(url.substr(0, scheme_end + 3)) : std::string()) + "***@" +
+            std::string(url.substr(at + 1, 200));
+  }
   throw error(ec, "config::from_url(\"" + shown + "\")");
 }
 

@@ -316,6 +316,10 @@ TEST(ConfigUrl, AnInvalidUrlIsQuotedWithoutItsCredentials) {
       "redis://:hunter2@db.example?ssl=true",
       "redis://hunter2@db.example:0",
       "rediss://alice:hun@ter2@db.example:-1",
+      // A mistyped or missing scheme: the part before the '@' is still a password.
+      "alice:hunter2@db.example:6379",
+      "redis:/alice:hunter2@db.example",
+      "redis//:hunter2@db.example",
   };
   for (const char* url : urls) {
     SCOPED_TRACE(url);
