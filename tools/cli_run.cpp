@@ -11,8 +11,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -275,6 +275,56 @@ std::string format_ms(milliseconds d) {
 
 // ---- the run ---------------------------------------------------------------------------------
 
+// Starts the command with the signal mask `mask` and the signals in `defaults` at their defaults.
+// The command must not run on without the lock: if redlease dies (SIGKILL, the OOM killer, a crash)
+// the kernel kills it (PR_SET_PDEATHSIG, which posix_spawn cannot ask for). The signal follows the
+// thread that forked, so this runs on the thread that waits for the command. Returns 0 and the pid,
+// or the errno of the fork or the exec (ENOENT: not found).
+int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigset_t& mask, const sigset_t& defaults,
+                  pid_t& pid) {
+  int report[2];
+  if (::pipe2(report, O_CLOEXEC) != 0) return errno;
+  const pid_t parent = ::getpid();
+  pid = ::fork();
+  if (pid == 0) {
+    // The child of a threaded process: async-signal-safe calls only, up to the exec.
+    ::close(report[0]);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; ++sig)
+      if (::sigismember(&defaults, sig) == 1) ::sigaction(sig, &dfl, nullptr);
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    int e = 0;
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) e = errno;
+    if (e == 0 && ::getppid() != parent) ::_exit(127);  // redlease died before the prctl
+    if (e == 0) {
+      ::execvpe(argv[0], argv.data(), envp.data());
+      e = errno;
+    }
+    (void)!::write(report[1], &e, sizeof e);
+    ::_exit(127);
+  }
+  const int fork_error = errno;
+  ::close(report[1]);
+  int rc = 0;
+  if (pid < 0) {
+    rc = fork_error;
+  } else {
+    int e = 0;
+    ssize_t n;
+    do n = ::read(report[0], &e, sizeof e);
+    while (n < 0 && errno == EINTR);
+    if (n == static_cast<ssize_t>(sizeof e)) {  // the exec failed: the child exits at once
+      rc = e;
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      pid = -1;
+    }
+  }
+  ::close(report[0]);
+  return rc;
+}
+
 // The shortest --watchdog-timeout: the lease is renewed every third of it (33 ms here), and the
 // acquisition's own reply and each renewal's must arrive within it. Below that the lock is lost
 // before (or just after) the command starts, on any server that is not on this machine.
@@ -285,7 +335,8 @@ constexpr milliseconds min_watchdog_timeout{100};
 // allows, and both must outlast the same round trip to Redis.
 constexpr milliseconds min_lease{100};
 
-int run(const run_options& o) {
+// `reraise`: the signal the command died of, when redlease should end by it too (see run()).
+int run_command(const run_options& o, int& reraise) {
   const reporter rep(o, o.name);
   auto fail = [&](int status, const std::string& message) {
     rep(reporter::error, "error").str("message", message).num("status", status).say(message);
@@ -317,6 +368,14 @@ int run(const run_options& o) {
   sigemptyset(&defaults);
   sigaddset(&handled, SIGCHLD);
   sigaddset(&defaults, SIGCHLD);
+  // A closed stderr (`... 2>&1 | head -1`, a log reader that restarts) must not kill redlease while
+  // the command runs and the lock is held: SIGPIPE is ignored here (a write that fails is dropped).
+  // The command gets it at its default, as it would without redlease.
+  {
+    struct sigaction old {};
+    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&defaults, SIGPIPE);
+    std::signal(SIGPIPE, SIG_IGN);
+  }
   for (int sig : forwarded_signals) {
     struct sigaction old {};
     if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
@@ -331,8 +390,19 @@ int run(const run_options& o) {
   const std::set<int> inherited = open_fds();
 
   try {
-    auto cfg = make_config(o.url);
+    std::function<void(const std::string&)> warn;
+    if (o.json) warn = [&rep](const std::string& text) { rep(reporter::notice, "warning").str("message", text).say(text); };
+    auto cfg = make_config(o.url, warn);
     cfg.watchdog_timeout = *watchdog;
+    if (o.json) {
+      // One JSON object per line: what the client reports in the background (a stalled connection
+      // dropped, a TLS warning) is an event too, not the library's plain line.
+      cfg.on_error = [&rep](const background_error& e) {
+        if (e.source == "tls" && e.code == std::error_code{}) return;  // the --insecure warning, said above
+        const std::string message = e.message.empty() ? e.code.message() : e.message;
+        rep(reporter::notice, "background_error").str("source", e.source).str("message", message).say(message);
+      };
+    }
     // Declared before the client: the acquisition's handler clears its slot when it completes, which
     // may be as late as the client's close.
     asio::cancellation_signal cancel;
@@ -408,6 +478,14 @@ int run(const run_options& o) {
       }
     };
 
+    auto interrupted = [&](int sig) {
+      rep(reporter::notice, "interrupted")
+          .str("signal", signal_name(sig))
+          .num("wait_ms", ms_between(t0, steady::now()))
+          .say(signal_name(sig) + " while waiting for lock " + rep.quoted() + "; not running the command");
+      return 128 + sig;
+    };
+
     pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
     while (state->acquire.load(std::memory_order_acquire) == shared_state::pending) {
       if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
@@ -420,11 +498,7 @@ int run(const run_options& o) {
           std::error_code ec;
           lock.unlock(ec);  // it was granted just before the cancellation
         }
-        rep(reporter::notice, "interrupted")
-            .str("signal", signal_name(sig))
-            .num("wait_ms", ms_between(t0, steady::now()))
-            .say(signal_name(sig) + " while waiting for lock " + rep.quoted() + "; not running the command");
-        return 128 + sig;
+        return interrupted(sig);
       }
     }
     const auto waited = ms_between(t0, steady::now());
@@ -460,20 +534,35 @@ int run(const run_options& o) {
       rep(reporter::notice, "lost").str("reason", reason).say("lock " + rep.quoted() + " lost (" + reason + ")");
     };
     auto release = [&]() {
+      // Known lost already: nothing of ours to release (an unlock would only wait on a server that
+      // may be the reason the lock was lost).
+      if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
+        report_lost(reason_name(static_cast<lost_reason>(why)));
+        return false;
+      }
       std::error_code ec;
       lock.unlock(ec);
       if (!ec) {
         rep(reporter::verbose_only, "released").say("released lock " + rep.quoted());
       } else if (ec == errc::lock_lost) {
         int why = state->lost.load(std::memory_order_acquire);
-        report_lost(why >= 0 ? reason_name(static_cast<lost_reason>(why)) : "deleted");
+        if (why >= 0) {
+          report_lost(reason_name(static_cast<lost_reason>(why)));
+        } else {
+          // Found at the release (a fixed lease is not renewed, so nothing looked before): the key
+          // is someone else's now, or gone.
+          std::error_code xec;
+          auto r = c.command({"EXISTS", o.name}, xec);
+          report_lost(xec ? "unknown" : r.integer == 1 ? "taken" : "deleted");
+        }
         return false;
       } else {
-        // Printed even with -q: the next run will be refused until the lease ends.
+        // Printed even with -q: the next run may be refused until the lease ends.
         std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
         rep(reporter::error, "release_failed")
             .str("message", why)
-            .say("could not release lock " + rep.quoted() + ": " + why + "; it stays held until its lease ends");
+            .say("could not release lock " + rep.quoted() + ": " + why +
+                 "; it may stay held until its lease ends (the release may also have run)");
         release_error = ec;
       }
       return true;
@@ -484,6 +573,14 @@ int run(const run_options& o) {
       report_lost(reason_name(static_cast<lost_reason>(why)));
       release();
       return exit_code::lock_lost;
+    }
+    // A signal that came with the grant (the wait above ended on the grant before reading it): the
+    // command is not started, as for a signal during the wait.
+    for (const auto& si : read_signals(sigfd.get())) {
+      int sig = static_cast<int>(si.ssi_signo);
+      if (sig == SIGCHLD) continue;
+      release();
+      return interrupted(sig);
     }
 
     // ---- spawn the command. The client's sockets are already close-on-exec (open_cloexec in
@@ -505,14 +602,8 @@ int run(const run_options& o) {
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setsigmask(&attr, &previous);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
     pid_t pid = -1;
-    int rc = ::posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), envp.data());
-    posix_spawnattr_destroy(&attr);
+    int rc = spawn_command(argv, envp, previous, defaults, pid);
     if (rc != 0) {
       int status = rc == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
       std::string msg = printable(o.command.front()) + ": " +
@@ -590,12 +681,31 @@ int run(const run_options& o) {
     if (release_error && status == 0)
       return exit_code_for(release_error) == exit_code::config_problem ? exit_code::config_problem
                                                                        : exit_code::release_failed;
+    if (WIFSIGNALED(wstatus)) reraise = WTERMSIG(wstatus);
     return status;
   } catch (const error& e) {
     return fail(exit_code_for(e.code()), e.what());
   } catch (const std::exception& e) {
     return fail(exit_code::software, e.what());
   }
+}
+
+// A command that died of SIGINT, SIGTERM or SIGHUP (Ctrl-C, a stop) ends redlease the same way,
+// once the lock is released and the client closed: a shell then stops the loop or script that ran
+// it, as it would have without redlease (it stops only when its child died of the signal, not on
+// an exit status of 128+N). SIGQUIT is not raised again: its default would dump redlease's core.
+int run(const run_options& o) {
+  int reraise = 0;
+  const int status = run_command(o, reraise);
+  if (reraise == SIGINT || reraise == SIGTERM || reraise == SIGHUP) {
+    std::signal(reraise, SIG_DFL);
+    sigset_t one;
+    sigemptyset(&one);
+    sigaddset(&one, reraise);
+    ::pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+    ::raise(reraise);
+  }
+  return status;
 }
 
 }  // namespace
@@ -614,8 +724,8 @@ void setup_run(CLI::App& app, action_t& action) {
       "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
       "refusing for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY); 70 an unexpected error (for example\n"
       "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
-      "when the release is refused); 79 the command succeeded but the lock could not be released (it\n"
-      "stays held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
+      "when the release is refused); 79 the command succeeded but the release was not confirmed (the lock\n"
+      "may stay held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
       "the wait for the lock (the command did not run).");
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();

@@ -47,8 +47,10 @@ int exit_code_for(const std::error_code& c);
 std::string default_url();
 /// The config for `url`; $REDLEASE_PASSWORD, when set, supplies the password (so it never shows in
 /// `ps`), and the TLS flags of add_tls_flags() (or $REDLEASE_CACERT, $REDLEASE_CERT, $REDLEASE_KEY)
-/// the TLS files. Throws redlease::error on a bad URL.
-config make_config(const std::string& url);
+/// the TLS files. Throws redlease::error on a bad URL. With `warn`, the --insecure warning goes to
+/// it (a JSON event) instead of a plain line on stderr, and the library's own reports are left to
+/// the caller's `on_error`.
+config make_config(const std::string& url, const std::function<void(const std::string&)>& warn = {});
 /// Adds --cacert, --cert, --key, --sni, --tls and --insecure to a subcommand that connects. One
 /// subcommand runs per process, so the values live in one place that make_config() reads.
 void add_tls_flags(CLI::App* cmd);

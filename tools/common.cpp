@@ -100,7 +100,7 @@ std::string flag_or_env(const std::string& flag, const char* env) {
 
 }  // namespace
 
-config make_config(const std::string& url) {
+config make_config(const std::string& url, const std::function<void(const std::string&)>& warn) {
   auto c = config::from_url(url);
   if (const char* pw = std::getenv("REDLEASE_PASSWORD"); pw && *pw) c.password = pw;
   const tls_flags& f = given_tls_flags();
@@ -123,8 +123,12 @@ config make_config(const std::string& url) {
   c.sentinel.tls.enabled = sentinel_tls || (f.tls && !c.sentinel.nodes.empty());
   if (c.tls.enabled && c.tls.insecure) {
     static bool warned = false;
-    if (!std::exchange(warned, true))
-      std::cerr << "redlease: warning: --insecure: the server's TLS certificate is not verified\n";
+    const char* text = "--insecure: the server's TLS certificate is not verified";
+    if (warn) {
+      if (!std::exchange(warned, true)) warn(text);
+      return c;  // the caller's on_error reports the rest
+    }
+    if (!std::exchange(warned, true)) std::cerr << "redlease: warning: " << text << "\n";
     // The library says the same through on_error: once is enough.
     c.on_error = [](const background_error& e) {
       if (e.source == "tls") return;

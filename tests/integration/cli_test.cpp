@@ -528,6 +528,57 @@ TEST_F(cli_test, signals_are_forwarded_and_the_lock_released) {
   }
 }
 
+// A command killed by SIGINT or SIGTERM (Ctrl-C, a stop) ends redlease by the same signal once the
+// lock is released: a shell stops the loop or script that ran it only when its child died of the
+// signal (an exit status of 130 does not stop it). Before, redlease exited 128+N.
+TEST_F(cli_test, a_command_killed_by_a_signal_ends_redlease_by_that_signal) {
+  for (auto [sig, name] : {std::pair{SIGINT, "INT"}, std::pair{SIGTERM, "TERM"}}) {
+    SCOPED_TRACE(name);
+    auto& p = start({"run", "reraise", "--redis", url(), "--", "sh", "-c", std::string("kill -") + name + " $$"});
+    EXPECT_EQ(p.wait(), 128 + sig) << p.err();
+    EXPECT_EQ(p.term_signal(), sig) << p.err();
+    EXPECT_FALSE(exists("reraise"));
+  }
+  // Other signals (SIGUSR1 here; a crash's SIGSEGV, SIGQUIT's core dump) stay the command's:
+  // redlease exits 128+N.
+  auto& p = start({"run", "reraise", "--redis", url(), "--", "sh", "-c", "kill -USR1 $$"});
+  EXPECT_EQ(p.wait(), 128 + SIGUSR1) << p.err();
+  EXPECT_EQ(p.term_signal(), 0);
+}
+
+// A closed stderr (`... 2>&1 | head -1`) does not kill redlease with SIGPIPE while the command runs
+// and the lock is held: the command runs to its end and the lock is released. Before, redlease died
+// at its first event line (141), the command ran on and the lock stayed held for a lease.
+TEST_F(cli_test, a_closed_stderr_does_not_stop_redlease) {
+  write_file(path("pipe.sh"), "'" + std::string(REDLEASE_CLI_PATH) + "' run -v piped --redis " + url() +
+                                 " -- sh -c 'sleep 0.3; echo done > " + path("done") +
+                                 "' 2>&1 | true\nexit ${PIPESTATUS[0]}\n");
+  const std::string cmd = "bash " + path("pipe.sh");
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st)) << cmd;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << cmd;
+  EXPECT_EQ(read_whole_file(path("done")), "done\n");
+  EXPECT_FALSE(exists("piped")) << "the lock was left held";
+}
+
+// If redlease dies (SIGKILL, the OOM killer), the command does not run on without the lock: the
+// kernel kills it. Before, it ran on, and a second run could start beside it once the lease ran out.
+TEST_F(cli_test, the_command_does_not_outlive_redlease) {
+  auto& p = start({"run", "orphan", "--redis", url(), "--", "sh", "-c", "echo $$ > " + path("pid") + "; exec sleep 30"});
+  ASSERT_TRUE(eventually([&] { return read_whole_file(path("pid")).size() > 1; }, 10000ms)) << p.err();
+  const std::string child = read_whole_file(path("pid")).substr(0, read_whole_file(path("pid")).find('\n'));
+  ::kill(p.pid(), SIGKILL);
+  p.wait();
+  // Gone, or a zombie nobody reaps (a container's init may not): not running.
+  auto running = [&] {
+    std::string stat = read_whole_file("/proc/" + child + "/stat");
+    auto close = stat.rfind(')');
+    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+  };
+  EXPECT_TRUE(eventually([&] { return !running(); }, 5000ms)) << "the command ran on after redlease was killed";
+  if (running()) ::kill(std::stoi(child), SIGKILL);
+}
+
 TEST_F(cli_test, command_sees_the_lock_name_and_no_redlease_descriptors) {
   std::string name = "env:lock name";
   auto r = run({"run", name, "--redis", url(), "--", "sh", "-c",

@@ -91,6 +91,7 @@ bool cli_process::wait_for(std::chrono::milliseconds limit) {
     pid_t r = ::waitpid(pid_, &st, WNOHANG);
     if (r == pid_) {
       status_ = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? 128 + WTERMSIG(st) : -1;
+      signal_ = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
       pid_ = -1;
       return true;
     }

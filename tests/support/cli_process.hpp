@@ -35,6 +35,8 @@ class cli_process {
   int wait(std::chrono::milliseconds limit = std::chrono::milliseconds(20000));
   /// The shell status of a reaped process, -1 before.
   int status() const noexcept { return status_; }
+  /// The signal that killed a reaped process; 0 if it exited (or before).
+  int term_signal() const noexcept { return signal_; }
   /// What it wrote to stdout so far.
   std::string out() const;
   /// What it wrote to stderr so far.
@@ -44,6 +46,7 @@ class cli_process {
   std::string out_path_, err_path_;
   pid_t pid_ = -1;
   int status_ = -1;
+  int signal_ = 0;
 };
 
 /// The whole content of the file at `path` ("" if it cannot be read).
