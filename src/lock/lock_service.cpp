@@ -49,6 +49,15 @@ bool outcome_unknown(std::error_code ec) {
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error;
 }
 
+// An attempt whose outcome is unknown and whose connection is gone (dropped, or broken by a protocol
+// error): its undo goes on a new connection, and the attempt may still be on its way in the old one
+// (a proxy that reset the client's side but still delivers what it had, a stalled server's
+// buffers), so the undo can run first. One that timed out keeps its place on its connection, and
+// the undo queues right behind it.
+bool attempt_left_its_connection(std::error_code ec) {
+  return ec == errc::connection_lost || ec == errc::protocol_error;
+}
+
 bool valid_duration(ms d, bool allow_zero) {
   return (allow_zero ? d.count() >= 0 : d.count() > 0) && d <= max_duration;
 }
@@ -333,8 +342,10 @@ struct lock_service::undo_round {
   int parts = 0;        // sends not answered yet
   bool resend = false;  // one of them may not have reached the server
   bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
-  bool resent = false;  // this round sends again one whose reply never came
-  clock::time_point sweep_until{};  // the reads that follow a resent round end by then
+  // This round may run before its attempt: it goes on another connection than the attempt did (it
+  // sends again one whose reply never came, or the attempt's connection was lost).
+  bool unordered = false;
+  clock::time_point sweep_until{};  // the reads that follow an unordered round end by then
   unique_function<void()> then;
 };
 
@@ -344,13 +355,14 @@ struct lock_service::undo_round {
 // connection, so it runs after it; and it must run before the waiter's next attempt, which is
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
-void lock_service::undo_acquire(const waiter& w, unique_function<void()> then) {
-  undo_acquire(w.name, w.kind, w.owner, w.id, w.queue, w.allowance, std::move(then));
+void lock_service::undo_acquire(const waiter& w, unique_function<void()> then, bool unordered) {
+  undo_acquire(w.name, w.kind, w.owner, w.id, w.queue, w.allowance, std::move(then), {}, unordered);
 }
 
 // An undo whose own reply never comes is sent again (undo_answered), under the same `request` id.
 void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
-                                bool queued, ms allowance, unique_function<void()> then, std::string request) {
+                                bool queued, ms allowance, unique_function<void()> then, std::string request,
+                                bool unordered) {
   auto round = std::make_shared<undo_round>();
   round->name = name;
   round->kind = kind;
@@ -366,7 +378,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.name = name;
   u.field = scratch_field(owner);
   u.id = id;
-  round->resent = !request.empty();
+  round->unordered = unordered || !request.empty();
   if (request.empty()) request = random_token();
   round->request = request;
   ++undos_out_;
@@ -426,7 +438,7 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
     });
   } else if (r->resend && !closed_) {
     undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
-  } else if (r->resent && !closed_) {
+  } else if (r->unordered && !closed_) {
     const ms step = c_.cfg().request_timeout;
     r->sweep_until = clock::now() + 64 * step;
     sweep_later(r, step, step, 6);
@@ -434,10 +446,11 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
   if (then) then();
 }
 
-// A resent undo went out on a new connection (the old one was dropped with the attempt and the
-// first undo maybe still in it, in a stalled server's buffers or on the way). It can run before the
-// late attempt: it finds nothing, and its latch then makes the first undo, behind the attempt,
-// change nothing, so the late grant would be held for a lease by nobody. So the owner's count is
+// An unordered undo went out on a new connection: a resend (the old connection was dropped with the
+// attempt and the first undo maybe still in it, in a stalled server's buffers or on the way), or the
+// first undo of an attempt whose connection was lost. It can run before the late attempt: it finds
+// nothing (and its latch makes a first undo behind the attempt change nothing), so the late grant
+// would be held for a lease by nobody. So the owner's count is
 // read six times after it (1, 2, 4 ... 32 request timeouts apart, all within 64), and a level the
 // client does not know of is given back by a fresh undo. A read waits while something that could
 // be a grant whose reply is still coming is under way: a first attempt or an undo of this client's
@@ -611,7 +624,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             w->trying = false;
             --first_attempts_out_;
             if (closed_) return end_attempt_after_close(w, ec, !ec && !pttl);
-            if (outcome_unknown(ec)) undo_acquire(*w);
+            if (outcome_unknown(ec)) undo_acquire(*w, nullptr, attempt_left_its_connection(ec));
             if (end_if_cancelled(w, !ec && !pttl)) return;
             // The first attempt reports errors as they are (an unreachable server fails fast), except
             // a refusal that passes, which an acquisition with time left waits out.
@@ -1019,7 +1032,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->trying = false;
             if (closed_) return end_attempt_after_close(w, ec, !ec && !pttl);
             if (w->finished) return;
-            if (outcome_unknown(ec)) undo_acquire(*w);
+            if (outcome_unknown(ec)) undo_acquire(*w, nullptr, attempt_left_its_connection(ec));
             if (end_if_cancelled(w, !ec && !pttl)) return;
             bool past = w->deadline && clock::now() >= *w->deadline;
             if (ec) {

@@ -129,10 +129,12 @@ class lock_service {
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
   void end_attempt_after_close(const std::shared_ptr<waiter>& w, std::error_code ec, bool granted);
   void give_up(const waiter& w);
-  void undo_acquire(const waiter& w, unique_function<void()> then = nullptr);
+  // `unordered`: the undo may run before the attempt (see undo_round::unordered).
+  void undo_acquire(const waiter& w, unique_function<void()> then = nullptr, bool unordered = false);
   // `request`: the id of an earlier sending of the same undo, whose reply never came.
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id, bool queued,
-                    ms allowance, unique_function<void()> then = nullptr, std::string request = {});
+                    ms allowance, unique_function<void()> then = nullptr, std::string request = {},
+                    bool unordered = false);
   struct undo_round;
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   bool undo_may_race(const undo_round& r) const;

@@ -126,6 +126,7 @@ void fault_proxy::hold_replies(std::uint64_t connection, bool on) {
   post({command::hold_replies, static_cast<long long>(connection), on ? 1 : 0});
 }
 void fault_proxy::drop_all() { post({command::drop_all}); }
+void fault_proxy::reset_clients() { post({command::reset_clients}); }
 void fault_proxy::lose_next_reply() { post({command::lose_reply}); }
 void fault_proxy::blackhole(bool on) { post({command::blackhole, on ? 1 : 0}); }
 void fault_proxy::refuse(bool on) { post({command::refuse, on ? 1 : 0}); }
@@ -164,6 +165,19 @@ void fault_proxy::apply(const command& c) {
       break;
     case command::refuse:
       refuse_ = c.a != 0;
+      break;
+    case command::reset_clients:
+      // The pair closes once the server side has what was on its way (the loop's "a side that
+      // closed" rule); replies for the gone client are dropped.
+      for (auto& p : pairs_) {
+        if (p->dead || p->client.fd < 0) continue;
+        reset_fd(p->client.fd);
+        p->client.fd = -1;
+        p->client.eof = true;
+        p->client.to.clear();
+        p->client.queued = 0;
+        ++resets_;
+      }
       break;
     case command::stop:
       stop_ = true;
@@ -321,7 +335,7 @@ void fault_proxy::run() noexcept {
     for (auto& p : pairs_) {
       if (p->dead) continue;
       if ((p->client.eof && p->server.to.empty()) || (p->server.eof && p->client.to.empty())) {
-        ::close(p->client.fd);
+        if (p->client.fd >= 0) ::close(p->client.fd);  // reset_clients() closed it already
         ::close(p->server.fd);
         p->client.fd = p->server.fd = -1;
         p->dead = true;

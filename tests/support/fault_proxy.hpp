@@ -65,6 +65,11 @@ class fault_proxy {
   /// Resets every current connection pair (SO_LINGER 0 then close: both peers see RST); bytes still
   /// buffered in the proxy are discarded. New connections are accepted as usual.
   void drop_all();
+  /// Resets the client side of every current connection pair (the client sees RST) and keeps the
+  /// server side until what the client had sent, still buffered or delayed here, is delivered: a
+  /// middlebox that drops the client's connection while a request is on its way. The server runs it;
+  /// its reply is discarded.
+  void reset_clients();
   /// Arms a one-shot fault: the next chunk read from the server, on any connection, is discarded
   /// and that connection pair is reset. The command that produced it ran; its reply is lost.
   void lose_next_reply();
@@ -98,7 +103,7 @@ class fault_proxy {
  private:
   struct pair;
   struct command {
-    enum kind { latency, stall, hold_replies, drop_all, lose_reply, blackhole, refuse, stop } what;
+    enum kind { latency, stall, hold_replies, drop_all, reset_clients, lose_reply, blackhole, refuse, stop } what;
     long long a = 0, b = 0;
   };
 
