@@ -246,6 +246,7 @@ void connection::on_connected(std::uint64_t gen) {
   if (cfg_.database != 0) {
     db = std::to_string(cfg_.database);
     push({"SELECT", db});
+    hs.back().select = true;
   }
   // SETNAME doubles as the probe that tells us a password is required (NOAUTH).
   if (!client_name_.empty()) push({"CLIENT", "SETNAME", client_name_});
@@ -306,16 +307,18 @@ bool connection::check_role(reply& r) {
   return false;
 }
 
-void connection::on_handshake_reply(std::error_code ec, reply& r, bool role) {
+void connection::on_handshake_reply(std::error_code ec, reply& r, bool role, bool select) {
   if (!ec && role) {
     check_role(r);
   } else if (!ec && r.is_error()) {
     auto mapped = error_from_reply_text(r.str);
     std::error_code fatal;
     if (mapped == errc::auth_failed) fatal = mapped;
-    else if (starts_with(r.str, "ERR DB index") || starts_with(r.str, "ERR invalid DB")) fatal = errc::select_failed;
-    // CLIENT SETNAME may be forbidden by ACL or renamed away; that is not worth failing for.
     else if (mapped == errc::server_full || mapped == errc::server_loading || mapped == errc::server_busy) fatal = mapped;
+    // Any refusal of SELECT (a database out of range, an ACL without +select, a renamed SELECT):
+    // every command would run on database 0 instead, others' keys and locks.
+    else if (select) fatal = errc::select_failed;
+    // CLIENT SETNAME may be forbidden by ACL or renamed away; that is not worth failing for.
     // Protected mode: the server refuses clients from other addresses, and says how to fix it.
     else if (starts_with(r.str, "DENIED")) fatal = errc::connect_failed;
     // An AUTH refusal outranks the other failures; the first words win among equals (a refused
@@ -588,7 +591,7 @@ void connection::on_reply(reply& r) {
   inflight e = std::move(inflight_.front());
   inflight_.pop_front();
   if (e.batch_end && --batches_out_ < max_batches_out && !queued_.empty()) schedule_flush();
-  if (e.internal) return on_handshake_reply({}, r, e.role);
+  if (e.internal) return on_handshake_reply({}, r, e.role, e.select);
   if (e.handler) e.handler({}, std::move(r));
 }
 

@@ -158,6 +158,7 @@ class connection : public std::enable_shared_from_this<connection> {
     bool idempotent = false;
     bool internal = false;  // handshake command: its reply goes to on_handshake_reply
     bool role = false;      // the handshake's ROLE
+    bool select = false;    // the handshake's SELECT
     bool batch_end = false;  // the last request of one write (see batches_out_)
   };
   struct queued {
@@ -177,7 +178,7 @@ class connection : public std::enable_shared_from_this<connection> {
   void probe_for_tls(std::error_code first);
   // "host:port" (or the socket path), for messages.
   std::string where() const;
-  void on_handshake_reply(std::error_code ec, reply& r, bool role);
+  void on_handshake_reply(std::error_code ec, reply& r, bool role, bool select);
   bool check_role(reply& r);
   void attempt_failed(std::error_code ec, std::string text = {});
   void connection_lost(std::error_code ec, bool at_once = false);  // at_once: reconnect without the backoff

@@ -594,6 +594,22 @@ TEST_F(core_test, SelectOfMissingDatabaseFails) {
   EXPECT_EQ(ec, errc::select_failed) << ec.message();
 }
 
+// An ACL user without +select: the connection fails with select_failed and the server's words.
+// Before, the refusal was ignored and every command ran on database 0, among others' keys.
+TEST_F(core_test, SelectRefusedByAnAclFails) {
+  raw_client rc = server().client();
+  ASSERT_TRUE(rc({"ACL", "SETUSER", "nosel", "on", ">pw", "~*", "&*", "+@all", "-select"}).is_ok());
+  client c(fast_config("redis://nosel:pw@127.0.0.1:" + std::to_string(server().port()) + "/3"));
+  std::error_code ec;
+  c.ping(ec);
+  EXPECT_EQ(ec, errc::select_failed) << ec.message();
+  EXPECT_NE(last_error_text().find("NOPERM"), std::string::npos) << last_error_text();
+  std::error_code set_ec;
+  c.command({"SET", "nosel-key", "1"}, set_ec);
+  EXPECT_TRUE(set_ec);
+  EXPECT_TRUE(rc({"GET", "nosel-key"}).is_nil()) << "a command ran on database 0";
+}
+
 // ---- 8. CLIENT SETNAME ---------------------------------------------------------------------------
 
 TEST_F(core_test, ClientSetName) {
