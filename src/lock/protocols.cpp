@@ -27,12 +27,17 @@ std::string sha1_hex(std::string_view text) {
   return out;
 }
 
-// release.lua with Redis 7's `allow-oom` flag: a release that only takes a hold away must work on a
-// server that is out of memory, also when it decrements (HINCRBY) or latches a retry (SET).
+// A release script with Redis 7's `allow-oom` flag: a release that only takes a hold away must work
+// on a server that is out of memory, also when it decrements (HINCRBY), latches a retry (SET) or
+// moves a read-write lock's mode. Made once per script, for the program's life.
+const lua_script& allow_oom(const lua_script& plain, std::string_view name) {
+  auto* body = new std::string("#!lua flags=allow-oom\n" + std::string(plain.body));
+  auto* sha = new std::string(sha1_hex(*body));
+  return *new lua_script{name, *body, *sha};
+}
+
 const lua_script& release_allow_oom() {
-  static const std::string body = "#!lua flags=allow-oom\n" + std::string(lua::release.body);
-  static const std::string sha = sha1_hex(body);
-  static const lua_script s{"release_allow_oom", body, sha};
+  static const lua_script& s = allow_oom(lua::release, "release_allow_oom");
   return s;
 }
 
@@ -247,7 +252,10 @@ class fair_protocol final : public lock_protocol {
   // message only), as {t} when another waiter is ahead in the queue.
   acquire_result decode_acquire(const reply& r) const override { return decode_fair_acquire(r); }
 
-  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::fair_release; }
+  const lua_script* release_script(bool oom) const override {
+    static const lua_script& flagged = allow_oom(lua::fair_release, "fair_release_allow_oom");
+    return oom ? &flagged : &lua::fair_release;
+  }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(4LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
     a.add(latch_key(r.name, r.request));
@@ -325,7 +333,10 @@ class read_protocol final : public rw_protocol {
   // The scripts' budget of timeout keys per call (src/lua/include/max_read_levels.lua).
   std::size_t max_levels() const override { return 1000; }
   const lua_script& acquire_script(bool) const override { return lua::rw_read_acquire; }
-  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_read_release; }
+  const lua_script* release_script(bool oom) const override {
+    static const lua_script& flagged = allow_oom(lua::rw_read_release, "rw_read_release_allow_oom");
+    return oom ? &flagged : &lua::rw_read_release;
+  }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
     a.add(channel(r.name)).add("publish").add(r.field).add(r.expected).add(r.retry ? "1" : "0").add(r.latch_ttl.count());
@@ -341,7 +352,10 @@ class write_protocol final : public rw_protocol {
  public:
   bool release_sets_remaining_lease() const override { return true; }
   const lua_script& acquire_script(bool) const override { return lua::rw_write_acquire; }
-  const lua_script* release_script(bool allow_oom) const override { return allow_oom ? nullptr : &lua::rw_write_release; }
+  const lua_script* release_script(bool oom) const override {
+    static const lua_script& flagged = allow_oom(lua::rw_write_release, "rw_write_release_allow_oom");
+    return oom ? &flagged : &lua::rw_write_release;
+  }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
     a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);

@@ -296,6 +296,38 @@ TEST_F(server_settings, NoevictionAtItsLimitReleasesAndRetriesAcquisitions) {
   l.unlock();
 }
 
+// The unlock of a re-entered fair, write or read hold decrements (and latches a retry): out of memory
+// it works too, as the reentrant lock's does. Before, only the reentrant lock's release carried
+// allow-oom: the others failed with server_oom and the holds stayed until memory was freed.
+TEST_F(server_settings, NoevictionAtItsLimitReleasesEveryKindsInnerLevels) {
+  raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  client c(cfg());
+  auto f = c.fair_lock("full-f");
+  auto w = c.write_lock("full-w");
+  auto r = c.read_lock("full-r");
+  for (auto* l : {static_cast<detail::lock_handle*>(&f), static_cast<detail::lock_handle*>(&w),
+                  static_cast<detail::lock_handle*>(&r)}) {
+    l->lock();
+    l->lock();
+  }
+  raw()({"SET", "filler", std::string(64 * 1024, 'x')});
+  raw()({"CONFIG", "SET", "maxmemory", "1"});
+  ASSERT_EQ(raw().command({"SET", "probe", "x"}).str.substr(0, 3), "OOM");
+  for (auto* l : {static_cast<detail::lock_handle*>(&f), static_cast<detail::lock_handle*>(&w),
+                  static_cast<detail::lock_handle*>(&r)}) {
+    SCOPED_TRACE(l->name());
+    std::error_code ec;
+    l->unlock(ec);  // the inner level
+    EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
+    EXPECT_TRUE(l->valid());
+    l->unlock(ec);
+    EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
+    EXPECT_EQ(raw()({"EXISTS", l->name()}).integer, 0);
+  }
+  raw()({"CONFIG", "SET", "maxmemory", "0"});
+  raw()({"DEL", "filler"});
+}
+
 TEST_F(server_settings, EvictingPolicyTellsTheHolder) {
   raw()({"CONFIG", "SET", "maxmemory-policy", "allkeys-lru"});
   client c(cfg(600ms));
