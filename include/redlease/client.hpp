@@ -44,7 +44,8 @@ struct client_stats {
   std::uint64_t protocol_errors = 0;    ///< replies that broke RESP or its bounds (both connections);
                                         ///< each dropped and re-established its connection
   std::uint64_t stalled_drops = 0;      ///< command connection dropped: a request timed out with
-                                        ///< nothing received for `request_timeout` (liveness)
+                                        ///< no whole reply received for twice `request_timeout`
+                                        ///< (liveness)
   std::uint64_t pubsub_commands = 0;    ///< commands written on the pub/sub connection
   std::uint64_t pubsub_connects = 0;    ///< successful (re)connections of the pub/sub connection
   std::uint64_t renew_calls = 0;        ///< watchdog script calls (each renews a batch)
@@ -118,7 +119,8 @@ class client {
   /// Starts the client on `ex` (wrapped in a strand); the caller runs the executor.
   /// @throws redlease::error `errc::invalid_argument` as above.
   client(asio::any_io_executor ex, config cfg);
-  /// Closes the client: pending operations fail with `errc::client_closed`, held locks are no longer
+  /// Closes the client as `close()` does: waits end with `errc::client_closed`, requests already
+  /// sent or queued are answered first for up to `config::close_timeout`, held locks are no longer
   /// renewed (they expire after their lease). Joins the I/O thread. Never throws.
   ~client();
   /// Takes over `other`'s connections, thread, locks and watchdog; `other` may then only be

@@ -246,8 +246,8 @@ struct config {
 
   /// Empty when every timing and limit is in range; otherwise what is wrong with the first one that
   /// is not, e.g. "reconnect_min_delay must be at least 1 ms (it is -50 ms)". Durations must be
-  /// positive (`health_check_interval` and `sentinel.poll_interval` may be 0) and at most
-  /// 2^40 ms (about 34 years, the longest lease or wait; `mutex_poll_cap` a sixteenth of it), so that
+  /// positive (`close_timeout`, `health_check_interval` and `sentinel.poll_interval` may be 0) and
+  /// at most 2^40 ms (about 34 years, the longest lease or wait; `mutex_poll_cap` a sixteenth of it), so that
   /// `milliseconds::max()` is refused rather than overflowing the clock; `watchdog_timeout` at least
   /// 100 ms, `reconnect_max_delay` at least `reconnect_min_delay`, the batch and reply limits at
   /// least 1, and `max_reply_depth` at most `max_reply_depth_limit`. The client constructor checks it. Thread-safe on a config nobody modifies.

@@ -135,7 +135,10 @@ const std::error_category& error_category() noexcept;
 /// `invalid_argument` == `std::errc::invalid_argument`, `would_deadlock` ==
 /// `std::errc::resource_deadlock_would_occur`, `connect_failed` == `std::errc::connection_refused`,
 /// `connection_lost` == `std::errc::connection_reset`, `not_owner` ==
-/// `std::errc::operation_not_permitted`, `server_busy` == `std::errc::device_or_resource_busy`,
+/// `std::errc::operation_not_permitted`, `server_busy` and `server_loading` ==
+/// `std::errc::device_or_resource_busy`, `no_permission` == `std::errc::permission_denied`,
+/// `unknown_command` == `std::errc::function_not_supported`, `server_oom` ==
+/// `std::errc::not_enough_memory`,
 /// `protocol_error` == `std::errc::protocol_error`, `bad_reply` == `std::errc::bad_message`,
 /// `tls_not_supported` == `std::errc::protocol_not_supported`, `tls_client_certificate_required` ==
 /// `std::errc::permission_denied`, `tls_expected_by_server` == `std::errc::connection_reset`,
