@@ -13,6 +13,29 @@
 namespace redlease::cli {
 namespace {
 
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// A lock's hash holds holders: "<client id>:<thread or owner id>" fields with integer counts
+// (Redisson's and ours; a read-write lock has a `mode` field and is recognised before this). The
+// first fields HSCAN gives are looked at: a typo that names an application's hash ("user:42" with
+// "name", "email") must not delete it. Empty when it looks like a lock; else the first field that
+// does not.
+std::string field_that_is_no_holder(client& c, const std::string& name) {
+  auto r = c.command({"HSCAN", name, "0", "COUNT", "100"});
+  if (!r.is_array() || r.elements.size() != 2 || !r.elements[1].is_array()) return {};
+  const auto& kv = r.elements[1].elements;
+  for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
+    std::string_view field = kv[i].str, value = kv[i + 1].str;
+    if (!value.empty() && value.front() == '-') value.remove_prefix(1);
+    auto colon = field.rfind(':');
+    if (colon == std::string_view::npos || colon == 0 || !all_digits(field.substr(colon + 1)) || !all_digits(value))
+      return std::string(kv[i].str);
+  }
+  return {};
+}
+
 
 struct unlock_options {
   std::string url = default_url();
@@ -37,8 +60,17 @@ int unlock(const unlock_options& o) {
       // Each kind wakes its waiters on its own channels: a read-write lock's (it has a mode), or the
       // head of a fair lock's queue (a reentrant hash with waiters queued beside it).
       std::error_code ec;
-      if (!c.command({"HGET", name, "mode"}).is_nil()) kind = "read-write";
-      else if (c.command({"LLEN", channel_of("redisson_lock_queue", name)}, ec).integer > 0 && !ec) kind = "fair";
+      if (!c.command({"HGET", name, "mode"}).is_nil()) {
+        kind = "read-write";
+      } else if (auto odd = field_that_is_no_holder(c, name); !odd.empty()) {
+        std::cerr << "redlease unlock: " << '"' << printable(name) << '"' << " is not a lock (a hash with the field "
+                  << '"' << printable(odd) << '"' << ", where a lock has holders <client id>:<id> with counts); "
+                  << "left alone\n";
+        status = exit_code::data_error;
+        continue;
+      } else if (c.command({"LLEN", channel_of("redisson_lock_queue", name)}, ec).integer > 0 && !ec) {
+        kind = "fair";
+      }
       existed = kind == "read-write" ? c.write_lock(name).force_unlock()
                 : kind == "fair"     ? c.fair_lock(name).force_unlock()
                                      : c.lock(name).force_unlock();
@@ -68,7 +100,8 @@ void setup_unlock(CLI::App& app, action_t& action) {
   cmd->footer(
       "The holder is not told until its next renewal (a redlease holder then loses the lock: `redlease\n"
       "run` stops its command and exits 76). A name that is not locked is reported and is not an error;\n"
-      "a key that is neither a hash nor a string is left alone.\n"
+      "a key that is neither a hash nor a string, or a hash whose fields are not a lock's holders, is left\n"
+      "alone.\n"
       "Exit status: 0 done; 64 usage (no --force, an empty name); 65 some key is not a lock (the others\n"
       "are unlocked); 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis);\n"
       "78 an ACL permission the user lacks or a renamed command; 70 an unexpected error.");

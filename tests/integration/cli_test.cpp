@@ -912,6 +912,18 @@ TEST_F(cli_test, unlock_by_type_and_its_errors) {
   EXPECT_NE(r.err.find("not a lock"), std::string::npos) << r.err;
   EXPECT_TRUE(exists("list"));
 
+  // An application's hash named by mistake is not a lock: left alone (was: deleted as "reentrant").
+  raw()({"HSET", "user:42", "name", "bob", "visits", "7"});
+  r = run({"unlock", "--force", "user:42", "--redis", url()});
+  EXPECT_EQ(r.status, 65) << r.err;
+  EXPECT_NE(r.err.find("not a lock"), std::string::npos) << r.err;
+  EXPECT_TRUE(exists("user:42"));
+  // A Redisson holder's hash is one.
+  raw()({"HSET", "java", "8743c9c0-0795-4907-87fd-6c719a6b4586:1", "2"});
+  r = run({"unlock", "--force", "java", "--redis", url()});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(exists("java"));
+
   auto l = c.lock("r");
   l.lock();
   r = run({"unlock", "r", "--redis", url()});  // without --force
