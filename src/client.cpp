@@ -40,6 +40,7 @@ client_impl::~client_impl() {
   // Destroyed on its own I/O thread while the close waits for answers: close now (the thread then
   // runs out of work and ends; the waiting timer's handler sees operation_aborted).
   if (on_io_thread()) close_topology();
+  alive_.reset();
   fail_inbox();
   if (thread_.joinable()) thread_.detach();  // destroyed on its own I/O thread: it ends by itself
 }
@@ -92,6 +93,11 @@ bool client_impl::answers_pending() const {
   topo_->for_each_connection([&pending](const connection& conn, bool pubsub) {
     if (!pubsub && conn.awaits_replies()) pending = true;
   });
+  // A blocking caller's lane: its caller reads the replies on its own thread (or the node does,
+  // once parked); the close must not interrupt it before they come.
+  topo_->for_each_node([&pending](const node& n) {
+    if (n.lane_busy()) pending = true;
+  });
   return pending;
 }
 
@@ -103,8 +109,10 @@ void client_impl::close_when_answered(clock::time_point until) {
   if (!own_ctx_ || clock::now() >= until || !answers_pending()) return close_topology();
   if (!close_timer_) close_timer_.emplace(ex_);
   close_timer_->expires_after(std::chrono::milliseconds(1));
-  close_timer_->async_wait([this, until](std::error_code ec) {
-    if (ec) return;  // the client is being destroyed
+  // A destructor on the I/O thread cancels the timer, but a wait that has expired already has its
+  // handler queued with success: `alive` says whether `this` still exists.
+  close_timer_->async_wait([this, until, alive = std::weak_ptr<bool>(alive_)](std::error_code ec) {
+    if (ec || alive.expired()) return;
     close_when_answered(until);
   });
 }

@@ -189,6 +189,7 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   bool closing_ = false;  // executor only
   bool topo_closed_ = false;  // executor only
   std::optional<asio::steady_timer> close_timer_;  // executor only: close_when_answered's next look
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires in the destructor
   std::vector<std::pair<std::weak_ptr<void>, std::function<void()>>> close_hooks_;  // executor only
 
   // run and post: on the executor, `f` runs inline or is posted; elsewhere it goes to the inbox

@@ -62,6 +62,8 @@ class lane {
   bool take() noexcept;
   /// The taker: gives the lane back (it must have nothing in flight).
   void give_back() noexcept { taken_.store(false, std::memory_order_release); }
+  /// Any thread: a caller has the lane, or the node watches it for replies still to come (parked).
+  bool taken() const noexcept { return taken_.load(std::memory_order_acquire); }
   std::uint64_t generation() const noexcept { return generation_; }
   const std::weak_ptr<connection>& home() const noexcept { return home_; }
   /// Executor (or under the I/O guard): hands a lane whose taker leaves with requests in flight to

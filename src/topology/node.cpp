@@ -132,6 +132,7 @@ struct node::parked {
 };
 
 void node::park_lane(std::shared_ptr<lane> l) {
+  ++parked_lanes_;
   auto p = std::make_shared<parked>(ex_, l);
   std::error_code ec;
   p->d.assign(l->fd(), ec);
@@ -151,6 +152,7 @@ void node::serve_parked(const std::shared_ptr<parked>& p) {
     if (p->d.is_open()) p->d.release();  // out of the reactor; the lane keeps the descriptor
     p->t.cancel();
     p->l->give_back();
+    --parked_lanes_;
     return;
   }
   std::weak_ptr<bool> alive = alive_;

@@ -63,6 +63,8 @@ class node {
     drop_lane();
     conn_->reconnect_now(why);
   }
+  /// Executor only: a lane of this node carries a call, or replies still to come (parked).
+  bool lane_busy() const noexcept { return (lane_ && lane_->taken()) || parked_lanes_ > 0; }
   /// What this node's lanes carried (any thread).
   const lane_counters& lane_stats() const noexcept { return *lane_counters_; }
 
@@ -92,6 +94,7 @@ class node {
   clock::time_point lane_retry_at_{};      // after a failed attempt, no new one before this
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // for posted work: the node exists
   bool closed_ = false;
+  int parked_lanes_ = 0;  // lanes watched for replies still to come (park_lane)
   std::shared_ptr<lane_counters> lane_counters_ = std::make_shared<lane_counters>();
   bool auto_ack_ = false;
   int replicas_ = -1;          // online replicas in the master's last ROLE (-1: unknown)

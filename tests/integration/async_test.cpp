@@ -97,6 +97,37 @@ TEST_F(async_test, callbacks_run_on_the_client_executor) {
   m.async_unlock(o, asio::use_future).get();
 }
 
+// close() from a handler on the client's own thread while a request is out (the close waits for
+// it), then the last reference goes in a later handler on that thread: the client is destroyed
+// there, and the close's next look (a 1 ms timer whose wait had expired, its handler queued) must
+// not touch it. Before, it did (a use after free: ASan, valgrind).
+TEST_F(async_test, a_client_destroyed_on_its_thread_while_close_waits_is_not_touched_after) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.request_timeout = 5000ms;
+  conf.close_timeout = 5000ms;
+  auto holder = std::make_shared<std::unique_ptr<client>>(std::make_unique<client>(conf));
+  (*holder)->ping();
+  proxy.hold_replies(0, true);
+  (*holder)->async_command({"PING"}, [](std::error_code, reply) {});  // out until the end
+  auto ex = (*holder)->get_executor();
+  std::promise<void> gone;
+  asio::post(ex, [holder, ex, &gone]() mutable {
+    (*holder)->close();  // on the I/O thread: returns at once; the close waits for the PING
+    // Not a synchronisation: the scenario. The close's 1 ms wait expires while this handler runs,
+    // so its handler is queued when the client goes.
+    std::this_thread::sleep_for(5ms);
+    asio::post(ex, [holder = std::move(holder), &gone]() mutable {
+      holder->reset();  // the last reference: the client is destroyed on its own thread
+      gone.set_value();
+    });
+  });
+  holder.reset();
+  ASSERT_EQ(gone.get_future().wait_for(10s), std::future_status::ready);
+  proxy.hold_replies(0, false);
+}
+
 TEST_F(async_test, coroutines_take_turns_on_a_user_executor) {
   asio::io_context ioc;
   client c{ioc.get_executor(), cfg()};

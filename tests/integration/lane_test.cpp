@@ -182,6 +182,48 @@ TEST_F(lane_test, a_reply_lost_with_the_lane_fails_the_request_that_ran) {
   ASSERT_TRUE(lane_in_use(c));
 }
 
+// A lone blocking caller's acquisition is on the lane when another thread closes the client: close()
+// waits for its reply (config::close_timeout), the call ends with client_closed, and the grant in
+// the reply is given back. Before, close() did not count the lane, and the reply read on it after
+// the close was turned into client_closed: the grant was held by nobody for a lease.
+TEST_F(lane_test, a_grant_read_on_the_lane_after_close_is_given_back) {
+  fault_proxy proxy(server().port());
+  config conf = cfg(proxy.port());
+  conf.request_timeout = 5000ms;
+  conf.close_timeout = 5000ms;
+  conf.health_check_interval = 0ms;
+  client c(conf);
+  ASSERT_TRUE(lane_in_use(c));
+  ASSERT_EQ(proxy.accepted(), 2u);  // the node's connection (0), then the lane (1)
+  auto rc = server().client();
+  // Another owner waits for a lock held elsewhere: close() ends it, which tells when close() ran.
+  rc({"HSET", "lane-blocker", "elsewhere:1", "1"});
+  rc({"PEXPIRE", "lane-blocker", "30000"});
+  std::promise<std::error_code> blocked;
+  c.lock("lane-blocker").async_lock(c.new_owner(), [&](std::error_code ec) { blocked.set_value(ec); });
+  ASSERT_TRUE(eventually([&] {
+    auto r = rc({"PUBSUB", "NUMSUB", "redisson_lock__channel:{lane-blocker}"});
+    return r.elements.size() == 2 && r.elements[1].integer == 1;
+  }));
+  ASSERT_TRUE(eventually([&] { return c.stats().commands == c.stats().replies; }));  // it sleeps
+  proxy.hold_replies(1, true);
+  auto l = c.lock("lane-grant");
+  const auto lane_before = c.stats().lane_requests;
+  std::error_code ec;
+  std::thread caller([&] { l.lock(ec); });
+  ASSERT_TRUE(eventually([&] { return rc({"EXISTS", "lane-grant"}).integer == 1; })) << "the attempt did not run";
+  EXPECT_GT(c.stats().lane_requests, lane_before) << "the attempt did not go on the lane";
+  std::thread closer([&] { c.close(); });
+  auto b = blocked.get_future();
+  ASSERT_EQ(b.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(b.get(), errc::client_closed);
+  proxy.hold_replies(1, false);  // the grant's reply comes after the close began
+  caller.join();
+  closer.join();
+  EXPECT_EQ(ec, errc::client_closed) << ec.message();
+  EXPECT_EQ(rc({"EXISTS", "lane-grant"}).integer, 0) << "the grant was left held by nobody";
+}
+
 TEST_F(lane_test, a_lock_taken_on_the_lane_is_renewed_and_released_as_any_other) {
   config conf = cfg();
   conf.watchdog_timeout = 1500ms;  // renewed every 500 ms
