@@ -315,12 +315,13 @@ void connection::on_handshake_reply(std::error_code ec, reply& r, bool role, boo
     std::error_code fatal;
     if (mapped == errc::auth_failed) fatal = mapped;
     else if (mapped == errc::server_full || mapped == errc::server_loading || mapped == errc::server_busy) fatal = mapped;
-    // Any refusal of SELECT (a database out of range, an ACL without +select, a renamed SELECT):
-    // every command would run on database 0 instead, others' keys and locks.
+    // Protected mode: the server refuses clients from other addresses, and says how to fix it (it
+    // says so at once, so the first command of the handshake, SELECT maybe, gets the words).
+    else if (starts_with(r.str, "DENIED")) fatal = errc::connect_failed;
+    // Any other refusal of SELECT (a database out of range, an ACL without +select, a renamed
+    // SELECT): every command would run on database 0 instead, among others' keys and locks.
     else if (select) fatal = errc::select_failed;
     // CLIENT SETNAME may be forbidden by ACL or renamed away; that is not worth failing for.
-    // Protected mode: the server refuses clients from other addresses, and says how to fix it.
-    else if (starts_with(r.str, "DENIED")) fatal = errc::connect_failed;
     // An AUTH refusal outranks the other failures; the first words win among equals (a refused
     // AUTH makes the pipelined CLIENT SETNAME answer NOAUTH, which would hide WRONGPASS).
     if (fatal && (!handshake_error_ || (fatal == errc::auth_failed && handshake_error_ != errc::auth_failed))) {
