@@ -681,7 +681,8 @@ int run_command(const run_options& o, int& reraise) {
     if (release_error && status == 0)
       return exit_code_for(release_error) == exit_code::config_problem ? exit_code::config_problem
                                                                        : exit_code::release_failed;
-    if (WIFSIGNALED(wstatus)) reraise = WTERMSIG(wstatus);
+    // Only a signal redlease handles: one ignored when it started (SIGHUP under nohup) stays ignored.
+    if (WIFSIGNALED(wstatus) && ::sigismember(&handled, WTERMSIG(wstatus)) == 1) reraise = WTERMSIG(wstatus);
     return status;
   } catch (const error& e) {
     return fail(exit_code_for(e.code()), e.what());

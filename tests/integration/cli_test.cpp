@@ -546,6 +546,22 @@ TEST_F(cli_test, a_command_killed_by_a_signal_ends_redlease_by_that_signal) {
   EXPECT_EQ(p.term_signal(), 0);
 }
 
+// A signal that was ignored when redlease started (SIGHUP under nohup) stays ignored: a command that
+// dies of it anyway (it set it back to its default) does not take redlease down with it: 128+N.
+TEST_F(cli_test, a_signal_ignored_at_start_is_not_raised_again) {
+  // A launcher that ignores SIGHUP (as nohup does) and says how redlease ended: "<signal> <status>".
+  write_file(path("launch.pl"),
+             "$SIG{HUP} = 'IGNORE';\nmy $p = fork;\nif ($p == 0) { exec @ARGV; exit 127; }\nwaitpid($p, 0);\n"
+             "print(($? & 127), ' ', ($? >> 8), \"\\n\");\n");
+  write_file(path("child.pl"), "$SIG{HUP} = 'DEFAULT';\nkill 'HUP', $$;\nsleep 5;\n");
+  const std::string cmd = "perl " + path("launch.pl") + " '" + std::string(REDLEASE_CLI_PATH) + "' run hup --redis " +
+                          url() + " -- perl " + path("child.pl") + " > " + path("how");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  EXPECT_EQ(read_whole_file(path("how")), "0 " + std::to_string(128 + SIGHUP) + "\n")
+      << "(\"1 0\": redlease died of the SIGHUP it was started ignoring)";
+  EXPECT_FALSE(exists("hup"));
+}
+
 // A closed stderr (`... 2>&1 | head -1`) does not kill redlease with SIGPIPE while the command runs
 // and the lock is held: the command runs to its end and the lock is released. Before, redlease died
 // at its first event line (141), the command ran on and the lock stayed held for a lease.
