@@ -174,7 +174,7 @@ void client_impl::pump_lane(lane_session& s, const one_shot& answered) {
     io_guard::scope held(*guard_);
     io_guard::direct_scope direct;
     lane_session::scope on(s);
-    run_completions(done, l.home().lock(), closing_ || closed(), cfg_);
+    run_completions(done, l.home().lock(), closing_ || closed(), topo_closed_, cfg_);
   }
   if (l.pending()) {
     // The call has its answer, but something it sent (a give-back after a timeout) is still on the

@@ -24,13 +24,16 @@ int poll_ms(clock::time_point t) {
 
 }  // namespace
 
-void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closed,
-                     const config& cfg) noexcept {
+void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closing,
+                     bool closed, const config& cfg) noexcept {
   for (auto& d : done) {
     // Once the client closes, a reply still comes to its handler (close() waits for what is on its
     // way: a grant it brings is given back, an unlock's result is the caller's); only the resend of
     // a failed idempotent request to the node's connection is not made.
-    if (d.resend && home && !closed) {
+    if (d.ec && closed) {
+      d.ec = errc::client_closed;
+      d.r = reply{};
+    } else if (d.resend && home && !closing) {
       home->submit_here(request{std::move(d.payload), std::move(d.handler), true});
       continue;
     }

@@ -133,9 +133,11 @@ class lane {
 
 /// Runs what ended on a lane (on the executor, or under the I/O guard): each handler with its
 /// reply or error, an exception it throws reported and swallowed. `resend` requests go again on
-/// `home` when it exists. With `closed` (the client is closing) everything fails with
-/// client_closed, as a closing connection's requests do.
-void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closed,
+/// `home` when it exists, unless the client is `closing` (a reply still reaches its handler: the
+/// close waits for what is on its way). Once the connections are `closed`, a request that got no
+/// reply fails with client_closed, as a closed connection's requests do.
+void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closing,
+                     bool closed,
                      const config& cfg) noexcept;
 
 /// The lanes one blocking call has taken, current on its thread while it runs the call's code

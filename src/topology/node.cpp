@@ -146,7 +146,7 @@ void node::park_lane(std::shared_ptr<lane> l) {
 void node::serve_parked(const std::shared_ptr<parked>& p) {
   std::vector<lane_completion> done;
   p->l->collect(done);
-  run_completions(done, conn_, closed_, *cfg_);
+  run_completions(done, conn_, closed_, closed_, *cfg_);
   ++p->turn;
   if (!p->l->pending() || !p->d.is_open()) {
     if (p->d.is_open()) p->d.release();  // out of the reactor; the lane keeps the descriptor

@@ -353,6 +353,7 @@ TEST_F(lane_race_test, a_lock_deleted_before_a_lane_unlock_is_still_reported_los
 TEST_F(lane_test, closing_the_client_wakes_a_caller_waiting_on_its_lane) {
   config conf = cfg();
   conf.request_timeout = 10s;  // the close, not the timeout, must end the call
+  conf.close_timeout = 300ms;  // the close waits this long for the reply, then ends the lane
   auto c = std::make_unique<client>(conf);
   ASSERT_TRUE(lane_in_use(*c));
   server().pause();

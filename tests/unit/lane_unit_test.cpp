@@ -674,7 +674,7 @@ TEST(Lane, TakeIsExclusiveUntilGivenBackAndRefusedWhenBroken) {
 
 // run_completions without a home connection: handlers run with their error or reply (a resend has
 // nowhere to go); a closing client fails everything with client_closed.
-TEST(Lane, RunCompletionsRunsHandlersOrFailsThemWhenClosing) {
+TEST(Lane, RunCompletionsRunsHandlersAndFailsOnlyWhatGotNoReplyOnceClosed) {
   config cfg;
   auto log = std::make_shared<std::vector<seen>>();
   auto make = [&](int i, std::error_code ec, bool resend) {
@@ -689,18 +689,32 @@ TEST(Lane, RunCompletionsRunsHandlersOrFailsThemWhenClosing) {
   std::vector<lane_completion> done;
   done.push_back(make(0, {}, false));
   done.push_back(make(1, errc::connection_lost, true));
-  run_completions(done, nullptr, false, cfg);
+  run_completions(done, nullptr, false, false, cfg);
   EXPECT_TRUE(done.empty());
   ASSERT_EQ(log->size(), 2u);
   EXPECT_FALSE((*log)[0].ec);
   EXPECT_EQ((*log)[0].r.integer, 0);
   EXPECT_EQ((*log)[1].ec, errc::connection_lost);
 
+  // Closing: a reply still reaches its handler (the close waits for it); a failed request is not
+  // resent, its error is the handler's.
   done.push_back(make(2, {}, false));
-  run_completions(done, nullptr, true, cfg);
-  ASSERT_EQ(log->size(), 3u);
-  EXPECT_EQ((*log)[2].ec, errc::client_closed);
-  EXPECT_TRUE((*log)[2].r.is_nil());
+  done.push_back(make(3, errc::connection_lost, true));
+  run_completions(done, nullptr, true, false, cfg);
+  ASSERT_EQ(log->size(), 4u);
+  EXPECT_FALSE((*log)[2].ec);
+  EXPECT_EQ((*log)[2].r.integer, 2);
+  EXPECT_EQ((*log)[3].ec, errc::connection_lost);
+
+  // Closed (the connections are): a request that got no reply fails with client_closed.
+  done.push_back(make(4, {}, false));
+  done.push_back(make(5, errc::connection_lost, true));
+  run_completions(done, nullptr, true, true, cfg);
+  ASSERT_EQ(log->size(), 6u);
+  EXPECT_FALSE((*log)[4].ec);
+  EXPECT_EQ((*log)[4].r.integer, 4);
+  EXPECT_EQ((*log)[5].ec, errc::client_closed);
+  EXPECT_TRUE((*log)[5].r.is_nil());
 }
 
 }  // namespace
