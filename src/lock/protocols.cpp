@@ -29,16 +29,19 @@ std::string sha1_hex(std::string_view text) {
 
 // A release script with Redis 7's `allow-oom` flag: a release that only takes a hold away must work
 // on a server that is out of memory, also when it decrements (HINCRBY), latches a retry (SET) or
-// moves a read-write lock's mode. Made once per script, for the program's life.
-const lua_script& allow_oom(const lua_script& plain, std::string_view name) {
-  auto* body = new std::string("#!lua flags=allow-oom\n" + std::string(plain.body));
-  auto* sha = new std::string(sha1_hex(*body));
-  return *new lua_script{name, *body, *sha};
-}
+// moves a read-write lock's mode. One static object per script: `script` views its own strings.
+struct allow_oom {
+  allow_oom(const lua_script& plain, std::string_view name)
+      : body("#!lua flags=allow-oom\n" + std::string(plain.body)), sha(sha1_hex(body)), script{name, body, sha} {}
+  allow_oom(const allow_oom&) = delete;
+  allow_oom& operator=(const allow_oom&) = delete;
+  const std::string body, sha;
+  const lua_script script;
+};
 
 const lua_script& release_allow_oom() {
-  static const lua_script& s = allow_oom(lua::release, "release_allow_oom");
-  return s;
+  static const allow_oom s(lua::release, "release_allow_oom");
+  return s.script;
 }
 
 // `prefix:{name}`, or `prefix:name` when the name already has a hash tag (the channel then shares
@@ -253,8 +256,8 @@ class fair_protocol final : public lock_protocol {
   acquire_result decode_acquire(const reply& r) const override { return decode_fair_acquire(r); }
 
   const lua_script* release_script(bool oom) const override {
-    static const lua_script& flagged = allow_oom(lua::fair_release, "fair_release_allow_oom");
-    return oom ? &flagged : &lua::fair_release;
+    static const allow_oom flagged(lua::fair_release, "fair_release_allow_oom");
+    return oom ? &flagged.script : &lua::fair_release;
   }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(4LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
@@ -334,8 +337,8 @@ class read_protocol final : public rw_protocol {
   std::size_t max_levels() const override { return 1000; }
   const lua_script& acquire_script(bool) const override { return lua::rw_read_acquire; }
   const lua_script* release_script(bool oom) const override {
-    static const lua_script& flagged = allow_oom(lua::rw_read_release, "rw_read_release_allow_oom");
-    return oom ? &flagged : &lua::rw_read_release;
+    static const allow_oom flagged(lua::rw_read_release, "rw_read_release_allow_oom");
+    return oom ? &flagged.script : &lua::rw_read_release;
   }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
@@ -353,8 +356,8 @@ class write_protocol final : public rw_protocol {
   bool release_sets_remaining_lease() const override { return true; }
   const lua_script& acquire_script(bool) const override { return lua::rw_write_acquire; }
   const lua_script* release_script(bool oom) const override {
-    static const lua_script& flagged = allow_oom(lua::rw_write_release, "rw_write_release_allow_oom");
-    return oom ? &flagged : &lua::rw_write_release;
+    static const allow_oom flagged(lua::rw_write_release, "rw_write_release_allow_oom");
+    return oom ? &flagged.script : &lua::rw_write_release;
   }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
