@@ -1082,13 +1082,18 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
   return true;
 }
 
-// The client closed while this attempt was out (close() finished the waiter, and lets what is out
-// be answered for config::close_timeout): a grant now has no holder, and is given back like one
-// whose outcome is unknown. A fair waiter's attempt on the lane can run after the give-up that
-// close() sent on the node's connection and queue it again: it leaves again (idempotent).
+// The client closed while this attempt was out (close() lets what is out be answered for
+// config::close_timeout): a grant now has no holder, and is given back like one whose outcome is
+// unknown. A queued kind's place is given back once: by finish_waiter, after the undo, for a first
+// attempt (close() did not know of it); here, for a waiter close() finished already, whose attempt
+// on the lane can run after the give-up close() sent on the node's connection and queue it again.
 void lock_service::end_attempt_after_close(const std::shared_ptr<waiter>& w, std::error_code ec, bool granted) {
-  if (granted || outcome_unknown(ec)) undo_acquire(*w);
-  else if (!ec) give_up(*w);
+  const bool leave_here = w->finished;
+  if (granted || outcome_unknown(ec)) {
+    undo_acquire(w->name, w->kind, w->owner, w->id, w->queue && leave_here, w->allowance);
+  } else if (!ec && leave_here) {
+    give_up(*w);
+  }
   finish_waiter(w, errc::client_closed, false);
 }
 

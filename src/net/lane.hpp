@@ -137,8 +137,7 @@ class lane {
 /// close waits for what is on its way). Once the connections are `closed`, a request that got no
 /// reply fails with client_closed, as a closed connection's requests do.
 void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closing,
-                     bool closed,
-                     const config& cfg) noexcept;
+                     bool closed, const config& cfg) noexcept;
 
 /// The lanes one blocking call has taken, current on its thread while it runs the call's code
 /// (under the I/O guard) and while it waits for the lanes' replies. A node asked for a request on

@@ -81,6 +81,18 @@ class chaos_test : public lock_fixture {
     return c;
   }
   std::string field(const client& c, owner_id o) { return c.id() + ":" + std::to_string(o); }
+  // The reentrant lock (kind "reentrant") or the mutex ("mutex") named `name`.
+  static detail::lock_handle lock_of(client& c, const std::string& kind, const std::string& name) {
+    return kind == "mutex" ? detail::lock_handle(c.mutex(name)) : detail::lock_handle(c.lock(name));
+  }
+  // A new owner that took and released `l` once, asynchronously: the client is connected and has
+  // the scripts cached, and no lane was opened.
+  static owner_id warmed_owner(client& c, detail::lock_handle& l) {
+    const owner_id o = c.new_owner();
+    l.async_lock(o, asio::use_future).get();
+    l.async_unlock(o, asio::use_future).get();
+    return o;
+  }
   bool subscribers_at_least(const std::string& channel, long long n) {
     auto r = raw()({"PUBSUB", "NUMSUB", channel});
     return r.elements.size() == 2 && r.elements[1].integer >= n;
@@ -279,8 +291,7 @@ TEST_F(chaos_test, frozen_holder_process_learns_loss_on_resume_and_never_unlocks
     ASSERT_TRUE(w.freeze());
     const auto t_freeze = steady::now();
     client other{conf(30000ms)};
-    detail::lock_handle lo = std::string(kind) == "mutex" ? detail::lock_handle(other.mutex(name))
-                                                           : detail::lock_handle(other.lock(name));
+    detail::lock_handle lo = lock_of(other, kind, name);
     const owner_id o = other.new_owner();
     auto got = try_async(lo, o, 5000ms).get();
     ASSERT_FALSE(got.ec) << got.ec.message();
@@ -637,8 +648,7 @@ TEST_F(chaos_test, acquisition_reply_late_leaves_no_orphaned_hold) {
   for (const char* kind : {"reentrant", "mutex"}) {
     SCOPED_TRACE(kind);
     const std::string name = std::string("s7a-") + kind;
-    detail::lock_handle l = std::string(kind) == "mutex" ? detail::lock_handle(c.mutex(name))
-                                                          : detail::lock_handle(c.lock(name));
+    detail::lock_handle l = lock_of(c, kind, name);
     l.lock();  // caches the scripts
     l.unlock();
     proxy.stall(true);
@@ -678,11 +688,8 @@ TEST_F(chaos_test, a_grant_that_comes_after_close_is_given_back) {
     conf.close_timeout = 5000ms;
     conf.health_check_interval = 0ms;
     client c{conf};
-    detail::lock_handle l = std::string(kind) == "mutex" ? detail::lock_handle(c.mutex(name))
-                                                          : detail::lock_handle(c.lock(name));
-    const owner_id o = c.new_owner();
-    l.async_lock(o, asio::use_future).get();  // connects and caches the script
-    l.async_unlock(o, asio::use_future).get();
+    detail::lock_handle l = lock_of(c, kind, name);
+    const owner_id o = warmed_owner(c, l);
     // Another owner waits for a lock held elsewhere: close() ends it, which tells when close() ran.
     raw()({"HSET", blocker, "elsewhere:1", "1"});
     raw()({"PEXPIRE", blocker, "30000"});
@@ -722,11 +729,8 @@ TEST_F(chaos_test, a_grant_that_runs_after_its_undo_on_a_new_connection_is_given
     auto conf = this->conf(30000ms, &proxy, 300ms);
     conf.health_check_interval = 0ms;
     client c{conf};
-    detail::lock_handle l = std::string(kind) == "mutex" ? detail::lock_handle(c.mutex(name))
-                                                          : detail::lock_handle(c.lock(name));
-    const owner_id o = c.new_owner();
-    l.async_lock(o, asio::use_future).get();  // connects and caches the script
-    l.async_unlock(o, asio::use_future).get();
+    detail::lock_handle l = lock_of(c, kind, name);
+    const owner_id o = warmed_owner(c, l);
     proxy.set_latency(600ms, 0ms);  // the attempt is on its way for 600 ms
     const auto up = proxy.bytes_up();
     std::promise<std::error_code> done;
