@@ -392,19 +392,24 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   u.latch_ttl = latch_ttl();
   arg_list a;
   proto.encode_undo(a, u);
+  // Out of memory (noeviction) an undo must still give the grant back, as a release does: with the
+  // allow-oom flag once a release has shown that the server takes it. An undo does not probe: on a
+  // server that refused the flag it would fail, and nothing would send it again.
+  const lua_script* flagged = allow_oom_ == probe::yes ? proto.undo_script(true) : nullptr;
+  const lua_script& undo = flagged ? *flagged : *proto.undo_script(false);
   const lua_script* g = proto.give_up_script();
   if (g != nullptr && queued) {
     // The lost attempt may have queued the owner instead (a fair lock): leave the queue too, in
     // order, after the undo, with the allowance it queued with (the deadlines behind it lose that
     // much, no more). A single attempt (queued false) never queues: nothing to leave.
     round->parts = 2;
-    c_.exec_script(name, proto.undo_script(), std::move(a), done, false, true);
+    c_.exec_script(name, undo, std::move(a), done, false, true);
     arg_list b;
     proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, allowance, true});
     return c_.exec_script(name, *g, std::move(b), std::move(done), false, true);
   }
   round->parts = 1;
-  c_.exec_script(name, proto.undo_script(), std::move(a), std::move(done), false, true);
+  c_.exec_script(name, undo, std::move(a), std::move(done), false, true);
 }
 
 // The undo was fire-and-forget: one whose own reply never came (the reconnect that carried it failed

@@ -116,8 +116,9 @@ class lock_protocol {
   virtual void encode_release(arg_list& a, const release_request& r) const = 0;
   virtual release_result decode_release(const reply& r) const = 0;
 
-  /// Gives back a grant whose reply never came: `before` holds were known before it.
-  virtual const lua_script& undo_script() const = 0;
+  /// Gives back a grant whose reply never came: `before` holds were known before it. `allow_oom`
+  /// as for release_script (nullptr: the kind has no such variant). The release script by default.
+  virtual const lua_script* undo_script(bool allow_oom) const { return release_script(allow_oom); }
   virtual void encode_undo(arg_list& a, const release_request& r) const = 0;
 
   /// The watchdog's script for this kind (renew.lua, or rw_renew.lua for read-write holds; both take

@@ -145,7 +145,6 @@ class reentrant_protocol final : public lock_protocol {
 
   // The release script in retry mode with the count the lost acquire would have produced: it
   // decrements only if the server count is that one, and is a no-op if the acquire never ran.
-  const lua_script& undo_script() const override { return lua::release; }
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
 
   const lua_script& renew_script() const override { return lua::renew; }
@@ -194,7 +193,6 @@ class mutex_protocol final : public lock_protocol {
   }
 
   // The token is this attempt's alone: delete the key only if it holds it.
-  const lua_script& undo_script() const override { return lua::mutex_release; }
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, r); }
 
   const lua_script& renew_script() const override { return lua::renew; }
@@ -266,7 +264,6 @@ class fair_protocol final : public lock_protocol {
     a.add(r.retry ? "1" : "0").add(r.latch_ttl.count()).add(epoch_ms());
   }
   release_result decode_release(const reply& r) const override { return decode_count_release(r); }
-  const lua_script& undo_script() const override { return lua::fair_release; }
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
   const lua_script& force_unlock_script() const override { return lua::fair_force_unlock; }
   void encode_force_unlock(arg_list& a, std::string_view name) const override {
@@ -344,7 +341,6 @@ class read_protocol final : public rw_protocol {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
     a.add(channel(r.name)).add("publish").add(r.field).add(r.expected).add(r.retry ? "1" : "0").add(r.latch_ttl.count());
   }
-  const lua_script& undo_script() const override { return lua::rw_read_release; }
   char renew_letter() const override { return 'r'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
     encode_command(out, {"HGET", name, field});
@@ -364,7 +360,6 @@ class write_protocol final : public rw_protocol {
     a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);
     a.add(r.retry ? "1" : "0").add(r.latch_ttl.count());
   }
-  const lua_script& undo_script() const override { return lua::rw_write_release; }
   char renew_letter() const override { return 'w'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
     std::string f(field);

@@ -3,6 +3,8 @@
 // restarts, killed pub/sub connections, lost replies, flushed scripts. Each scenario asserts what the
 // client must do and prints what it measured ("[chaos] ..." lines, collected in docs/reliability.md).
 #include <gtest/gtest.h>
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/redirect_error.hpp>
 #include <asio/use_future.hpp>
 #include <sys/wait.h>
 
@@ -755,6 +757,55 @@ TEST_F(chaos_test, a_grant_that_runs_after_its_undo_on_a_new_connection_is_given
 }
 
 // ---- 8. the script cache is flushed while locks are held ----------------------------------------
+
+// An acquisition cancelled while its grant is on its way is undone. Here the server reaches its
+// maxmemory (noeviction) between the grant and the undo: the undo takes the grant back all the same,
+// as a release does (Redis 7's allow-oom). Before, the undo of a re-entry went without the flag and
+// failed with OOM (its first write is HINCRBY), and the lock kept a level nobody held: the owner's
+// last unlock left it held by nobody for a lease.
+TEST_F(chaos_test, a_cancelled_grant_is_undone_out_of_memory) {
+  raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  for (const char* kind : {"reentrant", "mutex", "fair", "write", "read"}) {
+    SCOPED_TRACE(kind);
+    const std::string name = std::string("s7oom-") + kind, k = kind;
+    fault_proxy proxy(server().port());
+    auto conf = this->conf(30000ms, &proxy, 5000ms);
+    conf.health_check_interval = 0ms;
+    client c{conf};
+    detail::lock_handle l = k == "fair"    ? detail::lock_handle(c.fair_lock(name))
+                            : k == "write" ? detail::lock_handle(c.write_lock(name))
+                            : k == "read"  ? detail::lock_handle(c.read_lock(name))
+                                           : lock_of(c, kind, name);
+    const owner_id o = warmed_owner(c, l);  // its release learns whether the server takes allow-oom
+    const bool reentrant = k != "mutex";
+    if (reentrant) l.async_lock(o, asio::use_future).get();  // the cancelled grant is a re-entry
+    proxy.hold_replies(0, true);  // the command connection: the first the proxy accepted
+    asio::cancellation_signal sig;
+    std::promise<std::error_code> done;
+    const auto sent = c.stats().commands;
+    l.async_lock(o, asio::bind_cancellation_slot(sig.slot(), [&](std::error_code ec) { done.set_value(ec); }));
+    ASSERT_TRUE(eventually([&] { return c.stats().commands > sent; })) << "the attempt was not sent";
+    ASSERT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 1; }));
+    raw()({"SET", "filler", std::string(64 * 1024, 'x')});
+    raw()({"CONFIG", "SET", "maxmemory", "1"});
+    ASSERT_EQ(raw().command({"SET", "probe", "x"}).str.substr(0, 3), "OOM");
+    asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+    auto f = done.get_future();
+    EXPECT_EQ(f.wait_for(200ms), std::future_status::timeout) << "it ended before its attempt answered";
+    proxy.hold_replies(0, false);
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(f.get(), errc::operation_aborted);
+    if (reentrant) {
+      std::error_code ec;
+      l.async_unlock(o, asio::redirect_error(asio::use_future, ec)).get();
+      EXPECT_FALSE(ec) << ec.message() << ": " << last_error_text();
+    }
+    EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", name}).integer == 0; }))
+        << "the lock is left held by nobody (the undo failed out of memory)";
+    raw()({"CONFIG", "SET", "maxmemory", "0"});
+    raw()({"DEL", "filler", name});
+  }
+}
 
 TEST_F(chaos_test, script_flush_while_holding_keeps_renewals_and_unlocks_working) {
   client c{conf(300ms)};
