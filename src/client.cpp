@@ -438,7 +438,7 @@ struct subscription::state final : detail::subscriber::listener {
   detail::callback_slot<std::string_view, std::string_view> fn;
   detail::unique_function<void(std::error_code, bool)> confirmed;
   std::unique_ptr<asio::steady_timer> timer;  // bounds the wait for the confirmation
-  bool added = false;
+  detail::subscriber* added = nullptr;  // the subscriber it was added to, which it leaves (not looked up again)
 
   void complete(std::error_code ec) {
     if (timer) timer->cancel();  // a pending wait would keep the I/O thread (and close) waiting
@@ -468,8 +468,8 @@ void subscription::reset() noexcept {
   // The listener must leave the subscriber on the executor; it stays alive until then.
   // Always posted: called from inside the callback, the state must outlive the call in progress.
   impl->post([st] {
-    if (st->added) st->impl->sub(st->channel).remove(st->channel, st.get());
-    st->added = false;
+    if (st->added) st->added->remove(st->channel, st.get());
+    st->added = nullptr;
   });
 }
 
@@ -486,9 +486,9 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   auto timeout = impl_->cfg().request_timeout;
   detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
     st->confirmed = std::move(done);
-    st->added = true;
-    st->impl->sub(st->channel).start();
-    st->impl->sub(st->channel).add(st->channel, st.get());
+    st->added = &st->impl->sub(st->channel);
+    st->added->start();
+    st->added->add(st->channel, st.get());
     if (!st->confirmed) return;  // confirmed synchronously (channel already subscribed)
     st->timer = std::make_unique<asio::steady_timer>(st->impl->executor(), timeout);
     std::weak_ptr<subscription::state> weak = st;

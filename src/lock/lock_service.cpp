@@ -198,6 +198,12 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
 struct lock_service::channel_entry final : subscriber::listener {
   lock_service* svc = nullptr;
   std::string channel;
+  // The subscriber it was added to, which it leaves: not looked up again by the channel (a topology
+  // may move a channel to another node's subscriber meanwhile).
+  subscriber* sub = nullptr;
+  // The kind of the waiter that opened it (one kind's channel): what its messages mean. Keyspace
+  // channels (nullptr) wake one waiter on a deletion or an expiry.
+  const lock_protocol* proto = nullptr;
   bool keyspace = false;
   bool lingers = false;        // stays subscribed for a while without waiters (see join_channel)
   bool missed = false;         // a message came while nobody (who would try) waited on it
@@ -206,13 +212,12 @@ struct lock_service::channel_entry final : subscriber::listener {
 
   void on_message(std::string_view, std::string_view payload) override {
     if (keyspace) {
-      if (payload == "del" || payload == "expired" || payload == "evicted") svc->wake(*this, false);
+      if (payload == "del" || payload == "expired" || payload == "evicted") svc->wake(*this, wake_policy::one);
       return;
     }
-    // Redisson: "0" is an unlock (wake one), "1" a write-lock unlock (wake all).
-    svc->wake(*this, payload == "1");
+    svc->wake(*this, proto->wakes(payload));
   }
-  void on_subscribed() override { svc->wake(*this, true); }
+  void on_subscribed() override { svc->wake(*this, wake_policy::all); }
   void on_refused(std::error_code ec, const std::string& text) override { svc->channel_refused(*this, ec, text); }
 };
 
@@ -324,7 +329,9 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
     }
     if (ec) return h(ec, std::nullopt, 0, sent);
     if (res.what == acquire_result::kind::granted) return h({}, std::nullopt, res.token, sent);
-    if (res.what == acquire_result::kind::busy) return h({}, res.pttl, 0, sent);
+    // A busy reply without the holder's TTL is waited like one without expiry (a message, or the poll
+    // cap): an empty PTTL below would read as a grant.
+    if (res.what == acquire_result::kind::busy) return h({}, res.pttl.value_or(-1), 0, sent);
     if (res.what == acquire_result::kind::would_deadlock) return h(errc::would_deadlock, std::nullopt, 0, sent);
     h(errc::bad_reply, std::nullopt, 0, sent);
   });
@@ -800,6 +807,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
     e->svc = this;
     e->channel = channel;
     e->keyspace = keyspace;
+    if (!keyspace) e->proto = &protocol_of(w->kind);
     e->lingers = !keyspace && protocol_of(w->kind).linger();
     it = channels_.emplace(channel, std::move(e)).first;
   }
@@ -823,7 +831,10 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   // race with an unlock published before the subscription existed. A later waiter joins a channel
   // that other local waiters already listen on: an unlock published meanwhile woke one of them, and
   // the lock went to someone, so it need not try again before the next message.
-  if (fresh) c_.sub(channel).add(channel, &e);
+  if (fresh) {
+    e.sub = &c_.sub(channel);
+    e.sub->add(channel, &e);
+  }
 }
 
 // The server will not let this user subscribe (an ACL without the channel): waiting for a message
@@ -921,7 +932,7 @@ void lock_service::leave_channel(waiter& w, channel_entry& e) {
     return arm_linger();
   }
   std::string ch = e.channel;
-  c_.sub(ch).remove(ch, &e);
+  e.sub->remove(ch, &e);
   channels_.erase(ch);
 }
 
@@ -944,7 +955,7 @@ void lock_service::arm_linger() {
       auto& e = *it->second;
       if (e.lingers && e.waiters.empty()) {
         if (now - e.idle_since >= linger_for) {
-          c_.sub(e.channel).remove(e.channel, &e);
+          e.sub->remove(e.channel, &e);
           it = channels_.erase(it);
           continue;
         }
@@ -960,15 +971,16 @@ void lock_service::leave_channels(waiter& w) {
   while (!w.channels.empty()) leave_channel(w, *w.channels.back());
 }
 
-void lock_service::wake(channel_entry& ch, bool all) {
+void lock_service::wake(channel_entry& ch, wake_policy how) {
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
   // and it will not try again: a "0" it took would be lost to the waiters behind it.
   std::vector<std::shared_ptr<waiter>> targets;
+  if (how == wake_policy::none) return;
   for (auto* w : ch.waiters) {
     if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
-    if (!all) {
+    if (how == wake_policy::one) {
       w->woken = true;
       break;
     }
@@ -1120,7 +1132,7 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
     // cancellation) without the lock: the next waiter gets the wake-up, or it would sleep on a free
     // lock until the old holder's TTL or its own deadline. Before leaving: the channels stay.
     auto channels = w->channels;
-    for (auto* ch : channels) wake(*ch, false);
+    for (auto* ch : channels) wake(*ch, wake_policy::one);
   }
   // It may be queued (a fair lock): leave, also when the client closes (close() lets it be answered).
   if (!acquired) give_up(*w);

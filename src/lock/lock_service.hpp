@@ -28,6 +28,7 @@ namespace redlease::detail {
 
 class client_impl;
 class lock_protocol;
+enum class wake_policy;
 class node;
 
 /// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
@@ -185,7 +186,7 @@ class lock_service {
   void arm_linger();
   static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);
-  void wake(channel_entry& ch, bool all);
+  void wake(channel_entry& ch, wake_policy how);
   void with_keyspace_state(unique_function<void()> then);
 
   client_impl& c_;

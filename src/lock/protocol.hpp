@@ -32,7 +32,7 @@ struct acquire_request {
 struct acquire_result {
   // would_deadlock: the owner's own hold stands in the way (a read-write upgrade): refused at once.
   enum class kind { granted, busy, would_deadlock, bad } what = kind::bad;
-  std::optional<long long> pttl;  // busy: the holder's remaining lease (-1: no expiry; empty: unknown)
+  std::optional<long long> pttl;  // busy: the holder's remaining lease (-1: no expiry; empty: unknown, waited as -1)
   std::uint64_t token = 0;        // granted and fenced: the fencing token
   // busy: the caller waits in a queue behind another waiter, which alone is handed the lock next
   // (a fair lock): it need not watch for a free lock as often as a waiter at the head.
@@ -50,6 +50,10 @@ struct release_request {
   bool retry = false;        // a retry of a release whose reply never came
   ms latch_ttl{0};
 };
+
+/// Whom a message on a kind's channel wakes among a client's waiters on that channel (in the order
+/// they began to wait): nobody, the first, or all of them.
+enum class wake_policy { none, one, all };
 
 /// What a release's reply says.
 enum class release_result { freed, decremented, not_held, bad };
@@ -79,6 +83,11 @@ class lock_protocol {
   /// How deep one owner's hold may nest (further acquisitions fail with `invalid_argument`, nothing
   /// sent): a read hold has a key per level, which its scripts look at within a fixed budget.
   virtual std::size_t max_levels() const { return static_cast<std::size_t>(-1); }
+  /// Whom a message `payload` on the kind's channel wakes. Redisson's rule (LockPubSub) by default:
+  /// "1" (a write lock's release) all of them, anything else (its unlock "0") the first, who passes
+  /// the wake-up on if it gives up without the lock. A kind whose message carries a count or a state
+  /// (a semaphore's permits, a latch reaching zero) says so here; no other part of the engine reads it.
+  virtual wake_policy wakes(std::string_view payload) const { return payload == "1" ? wake_policy::all : wake_policy::one; }
   /// The channel a waiter of `field` listens on: the kind's channel, or one of its own (a fair lock
   /// hands the lock to the head of its queue only, on that waiter's channel).
   virtual std::string waiter_channel(std::string_view name, std::string_view /*field*/) const { return channel(name); }

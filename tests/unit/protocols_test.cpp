@@ -119,5 +119,16 @@ TEST(protocols_test, replies_no_script_sends_are_bad) {
   }
 }
 
+// Whom a message wakes is the kind's to say (the engine reads nothing else of a payload). Every kind
+// today follows Redisson's LockPubSub: "1", a write lock's release, wakes every waiter (readers may
+// all enter); anything else, its unlock "0" among them, wakes the first.
+TEST(protocols_test, a_write_release_wakes_all_and_an_unlock_wakes_one) {
+  for (auto kind : {lock_kind::reentrant, lock_kind::mutex, lock_kind::fair, lock_kind::read, lock_kind::write}) {
+    EXPECT_EQ(protocol_of(kind).wakes("1"), wake_policy::all);
+    EXPECT_EQ(protocol_of(kind).wakes("0"), wake_policy::one);
+    EXPECT_EQ(protocol_of(kind).wakes("garbage"), wake_policy::one);  // it re-checks: a wasted call at worst
+  }
+}
+
 }  // namespace
 }  // namespace redlease::detail
