@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "redlease/client.hpp"
 
+#include <asio/io_context.hpp>
 #include <asio/strand.hpp>
+#include <asio/thread_pool.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -131,6 +133,34 @@ void client_impl::close_topology() noexcept {
 bool client_impl::on_io_thread() const noexcept {
   if (own_ctx_) return std::this_thread::get_id() == thread_id_ || io_guard::held() == guard_.get();
   if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return s->running_in_this_thread();
+  return false;
+}
+
+namespace {
+
+// Whether the calling thread runs the execution context behind `ex` (an io_context's or a
+// thread_pool's executor, or a strand of one), as far as Asio lets it be told.
+bool runs_context_of(const asio::any_io_executor& ex) noexcept {
+  if (auto* e = ex.target<asio::io_context::executor_type>()) return e->running_in_this_thread();
+  if (auto* e = ex.target<asio::thread_pool::executor_type>()) return e->running_in_this_thread();
+  if (auto* s = ex.target<asio::strand<asio::io_context::executor_type>>())
+    return s->get_inner_executor().running_in_this_thread();
+  if (auto* s = ex.target<asio::strand<asio::thread_pool::executor_type>>())
+    return s->get_inner_executor().running_in_this_thread();
+  if (auto* s = ex.target<asio::strand<asio::any_io_executor>>()) return runs_context_of(s->get_inner_executor());
+  return false;
+}
+
+}  // namespace
+
+// On an executor the caller supplied, a thread that runs its context but not the client's strand
+// (a coroutine resumed there, a handler posted to the io_context) would wait for the strand, which
+// may need that very thread: with one thread running the context, forever (its request timeout is a
+// timer on the same context). It fails as a call on the strand does.
+bool client_impl::blocking_would_deadlock() const noexcept {
+  if (on_io_thread()) return true;
+  if (own_ctx_) return false;
+  if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return runs_context_of(s->get_inner_executor());
   return false;
 }
 

@@ -51,6 +51,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   const asio::any_io_executor& executor() const noexcept { return ex_; }
   // True on the I/O thread, and on a thread that holds the I/O guard (run_direct).
   bool on_io_thread() const noexcept;
+  // Whether a blocking call made here would wait for itself: on the I/O thread, or, with an executor
+  // the caller supplied, on any thread that runs its context (see client.cpp).
+  bool blocking_would_deadlock() const noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
   // A lone blocking caller's shortcut: runs `f` on the calling thread, under the I/O guard, if the
@@ -295,7 +298,7 @@ template <class T, class Start>
 T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   ec.clear();
   error_text_slot().clear();
-  if (c.on_io_thread()) {
+  if (c.blocking_would_deadlock()) {
     ec = errc::would_deadlock;
     return T{};
   }

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <future>
+#include <thread>
 
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
@@ -153,6 +154,50 @@ TEST_F(async_test, coroutines_take_turns_on_a_user_executor) {
   ioc.run_for(30s);
   EXPECT_EQ(done, workers);
   EXPECT_EQ(max_inside, 1);
+}
+
+// On an executor the caller supplies, a blocking call from a thread that runs its io_context, but
+// not the client's strand (a coroutine resumed after an async call, a handler posted to the
+// io_context), fails with would_deadlock, as one on the strand does. Before, it waited for the strand,
+// which needed that very thread: forever (its request timeout is a timer on the same io_context).
+TEST_F(async_test, a_blocking_call_on_a_thread_that_runs_the_user_executor_fails_at_once) {
+  asio::io_context ioc;
+  client c{ioc.get_executor(), cfg()};
+  auto l = c.lock("async:user-exec-block");
+  std::error_code from_post, from_coroutine;
+  bool locked = true;
+  asio::post(ioc, [&] { c.ping(from_post); });
+  asio::co_spawn(
+      ioc,
+      [&, owner = c.new_owner()]() -> asio::awaitable<void> {
+        co_await l.async_lock(owner, asio::use_awaitable);
+        locked = l.is_locked(from_coroutine);
+        co_await l.async_unlock(owner, asio::use_awaitable);
+        c.close();
+      },
+      asio::detached);
+  std::promise<void> ran;
+  std::thread runner([&] {
+    ioc.run_for(10s);
+    ran.set_value();
+  });
+  const bool finished = ran.get_future().wait_for(15s) == std::future_status::ready;
+  if (!finished) std::_Exit(3);  // the io_context's only thread waits for itself: nothing else would end it
+  runner.join();
+  EXPECT_EQ(from_post, errc::would_deadlock);
+  EXPECT_EQ(from_coroutine, errc::would_deadlock);
+  EXPECT_FALSE(locked);
+  // Off that thread, the same client's blocking calls work while another thread runs the context.
+  asio::io_context ioc2;
+  client c2{ioc2.get_executor(), cfg()};
+  auto work = asio::make_work_guard(ioc2);
+  std::thread runner2([&] { ioc2.run(); });
+  std::error_code ec;
+  c2.ping(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  c2.close();
+  work.reset();
+  runner2.join();
 }
 
 // Cancelling a waiting acquisition through its cancellation slot ends it at once with
