@@ -417,7 +417,8 @@ reply client::command(const std::vector<std::string>& args) {
 
 void client::async_command_impl(std::vector<std::string> args,
                                 detail::unique_function<void(std::error_code, reply)> h) {
-  if (args.empty()) return h(errc::invalid_argument, reply{});
+  // Through run_or_fail like every completion: once the client is closed its executor runs nothing.
+  if (args.empty()) return impl_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, reply{}); });
   auto p = encode(args);
   std::string key = routing_key(args);
   impl_->run_or_fail([impl = impl_, key = std::move(key), p = std::move(p), h = std::move(h)](bool closed) mutable {

@@ -55,7 +55,9 @@ std::atomic<std::uint64_t> next_start{0};
 }  // namespace
 
 void segmented_stock::async_try_take_impl(long long n, detail::unique_function<void(std::error_code, bool)> h) {
-  if (n <= 0) return h(errc::invalid_argument, false);
+  // Through run_or_fail like every completion: once the client is closed its executor runs nothing,
+  // and a handler posted there would never run.
+  if (n <= 0) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, false); });
   auto a = keys_of(keys_->encoded, segments_);
   a.add(n).add(static_cast<long long>(next_start.fetch_add(1, std::memory_order_relaxed) % segments_));
   client_->run_or_fail([c = client_, keys = keys_, segments = segments_, a = std::move(a),

@@ -94,6 +94,19 @@ TEST_F(bad_input_test, calls_after_close_fail_with_client_closed) {
   s.try_take(1, ec);
   EXPECT_EQ(ec, errc::client_closed);
   EXPECT_THROW(l.lock(), redlease::error);
+  // Handlers with no executor of their own complete after close too, also for a call whose
+  // arguments are refused (its handler was posted to the closed client's executor, which runs
+  // nothing any more, and never ran).
+  std::promise<std::error_code> take0, command0, try_lock_negative;
+  s.async_try_take(0, [&](std::error_code e, bool) { take0.set_value(e); });
+  c.async_command(std::vector<std::string>{}, [&](std::error_code e, reply) { command0.set_value(e); });
+  l.async_try_lock(c.new_owner(), -1ms, [&](std::error_code e, bool) { try_lock_negative.set_value(e); });
+  for (auto* p : {&take0, &command0, &try_lock_negative}) {
+    auto f = p->get_future();
+    ASSERT_EQ(f.wait_for(5s), std::future_status::ready) << "a handler never ran";
+    const auto e = f.get();
+    EXPECT_TRUE(e == errc::invalid_argument || e == errc::client_closed) << e.message();
+  }
 }
 
 TEST_F(bad_input_test, oom_is_server_oom_and_changes_nothing) {
