@@ -207,7 +207,8 @@ class lock_handle {
                                                       std::error_code& ec);
 
   /// Releases one hold. `errc::not_owner` if this thread does not hold it; `errc::lock_lost` if it
-  /// held it but the lock was lost meanwhile (the local hold is dropped either way).
+  /// held it but the lock was lost meanwhile, also to a key of another type that replaced it (the
+  /// local hold is dropped either way).
   void unlock();
   void unlock(std::error_code& ec);
   /// Deletes the lock whoever holds it and wakes its waiters. True if it existed.
@@ -543,7 +544,8 @@ class fair_lock : public detail::lock_handle {
 /// renews the reader timeout keys too. Fencing tokens (readers and writers of one name draw from one
 /// sequence, `redlease_rwlock_token:{name}`) order writers; readers get one too. One owner's read
 /// hold nests at most 1,000 deep (a key per level): the next acquisition fails with
-/// `errc::invalid_argument`. A hash whose `mode` is neither "read" nor "write" is `errc::wrong_type`.
+/// `errc::invalid_argument`. A hash whose `mode` is neither "read" nor "write" is `errc::wrong_type`
+/// to an acquisition; a hold it finds is lost (`errc::lock_lost` from its unlock).
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class read_lock : public detail::lock_handle {

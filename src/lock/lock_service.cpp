@@ -1294,6 +1294,14 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         auto lost_now = [&] {
           if (seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *seen);
         };
+        if (ec && h && !h->removed && !release_unknown(ec) && (h->lost || ec == errc::wrong_type)) {
+          // The key is not this hold's any more: another type stands there (WRONGTYPE), or the hold
+          // was found lost before. Its level is gone whatever the server says, as for a deleted key:
+          // the owner hears lock_lost, and the local hold goes (it would refuse every acquisition).
+          if (!h->lost && !closed_) mark_lost(*h, seen.value_or(lost_reason::taken));
+          drop_lost_level(*h);
+          return done(errc::lock_lost);
+        }
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.
           if (h && release_unknown(ec)) {

@@ -283,5 +283,38 @@ TEST_F(bad_input_test, every_kind_answers_garbage_in_each_of_its_keys_within_its
   std::cout << "[          ] " << grants << " grants, " << busy << " busy, " << errors << " typed errors\n";
 }
 
+// A held lock whose key someone replaced with a value of another type is lost: the unlock says
+// lock_lost (on_lost runs, reason taken) and the local hold goes. Before, every unlock said
+// wrong_type and the hold stayed, so each later acquisition by the owner failed with lock_lost
+// until someone deleted the key.
+TEST_F(bad_input_test, a_held_lock_whose_key_became_another_type_is_lost_at_its_unlock) {
+  client c(cfg());
+  for (const char* kind : {"reentrant", "mutex", "fair", "read", "write"}) {
+    SCOPED_TRACE(kind);
+    const std::string k = kind, n = std::string("wt-") + kind;
+    auto l = k == "mutex"   ? detail::lock_handle(c.mutex(n))
+             : k == "fair"  ? detail::lock_handle(c.fair_lock(n))
+             : k == "read"  ? detail::lock_handle(c.read_lock(n))
+             : k == "write" ? detail::lock_handle(c.write_lock(n))
+                            : detail::lock_handle(c.lock(n));
+    std::promise<lost_reason> lost;
+    l.on_lost([&](const lost_info& i) { lost.set_value(i.reason); });
+    l.lock();
+    raw()({"DEL", n});
+    raw()({"RPUSH", n, "not a lock"});
+    std::error_code ec;
+    l.unlock(ec);
+    EXPECT_EQ(ec, errc::lock_lost) << ec.message();
+    auto f = lost.get_future();
+    ASSERT_EQ(f.wait_for(2s), std::future_status::ready) << "on_lost did not run";
+    EXPECT_EQ(f.get(), lost_reason::taken);
+    EXPECT_EQ(c.stats().held_locks, 0u);
+    raw()({"DEL", n});
+    EXPECT_TRUE(l.try_lock(0ms, ec)) << ec.message();  // the owner starts afresh
+    l.unlock();
+    l.on_lost(nullptr);
+  }
+}
+
 }  // namespace
 }  // namespace redlease::test
