@@ -19,6 +19,8 @@
 -- only a grant takes a token.
 -- A mode field that holds neither "read" nor "write" fails with WRONGTYPE (nothing written): no kind
 -- can take or free such a hash, and Redisson's scripts would wait on it until its TTL, or forever.
+-- A re-entry on an owner count that is no count of read holds (below 0, above max_levels) fails
+-- with ERR naming it, and the count is left as it was.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 -- Numbers go to redis.call as strings: Lua turns a number into text with printf("%.14g"), which
@@ -27,6 +29,7 @@ local lease_ms = ARGV[1]
 local token_key = KEYS[2]
 -- #include optional_fencing_token.lua
 -- #include rwlock_timeout_key.lua
+-- #include max_read_levels.lua
 local mode = redis.call('hget', name, 'mode')
 if mode == false then
   if redis.call('exists', name) == 0 then
@@ -43,6 +46,13 @@ elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. 
   local e = take_token()
   if e then return e end
   local i = redis.call('hincrby', name, me, 1)
+  if i < 1 or i > max_levels then
+    -- The owner's count was not one a client can have made (negative, or deeper than a read nests,
+    -- someone overwrote it): a grant on it would be lost at its first renewal. Taken back, refused.
+    redis.call('hincrby', name, me, -1)
+    return redis.error_reply('ERR the read hold count of ' .. me .. ' in ' .. name .. ' holds ' ..
+      string.format('%d', i - 1) .. ', not a count of read holds (1..' .. max_levels .. ')')
+  end
   local set = redis.pcall('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
   if type(set) == 'table' and set.err then
     -- Refused (an ACL without the timeout keys): the level is taken back, so that no count is left

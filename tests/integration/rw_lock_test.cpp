@@ -406,5 +406,25 @@ TEST_F(rw_lock_test, a_mode_that_is_neither_read_nor_write_is_the_wrong_type) {
   raw()({"DEL", "rw:bogus"});
 }
 
+// A read re-entry on an owner count someone overwrote with what no client makes (below 0, or deeper
+// than a read nests) is refused with the script's words, and the count is left as it was. Before, it
+// was granted, and the first renewal found it lost.
+TEST_F(rw_lock_test, a_read_reentry_on_a_count_that_is_no_count_is_refused) {
+  client c(cfg());
+  const std::string me = c.id() + ":" + std::to_string(this_thread_owner());
+  for (const char* count : {"99999999999", "1000", "-3"}) {
+    SCOPED_TRACE(count);
+    raw()({"HSET", "rw:count", "mode", "read", me, count});
+    raw()({"PEXPIRE", "rw:count", "30000"});
+    std::error_code ec;
+    EXPECT_FALSE(c.read_lock("rw:count").try_lock(0ms, ec));
+    EXPECT_EQ(ec, errc::server_error) << ec.message();
+    EXPECT_NE(last_error_text().find("not a count of read holds"), std::string::npos) << last_error_text();
+    EXPECT_EQ(raw()({"HGET", "rw:count", me}).str, count) << "the count was changed";
+    EXPECT_EQ(c.stats().held_locks, 0u);
+    raw()({"DEL", "rw:count"});
+  }
+}
+
 }  // namespace
 }  // namespace redlease::test
