@@ -431,5 +431,22 @@ TEST_F(fair_lock_test, two_hundred_thousand_dead_waiters_are_purged_a_thousand_p
   std::cout << "[          ] purged 200,000 dead waiters and acquired in " << took << " ms\n";
 }
 
+// A head whose deadline no waiter makes (+inf, 1e300: someone wrote it) is dead, like one with none:
+// before, the purge took it for alive, and nobody got the lock until the entry was removed by hand.
+TEST_F(fair_lock_test, a_head_with_a_deadline_no_waiter_makes_is_purged) {
+  const std::string queue = "redisson_lock_queue:{fair:inf}", deadlines = "redisson_lock_timeout:{fair:inf}";
+  client c(cfg());
+  auto f = c.fair_lock("fair:inf");
+  for (const char* score : {"+inf", "1e300"}) {
+    SCOPED_TRACE(score);
+    raw()({"RPUSH", queue, "ghost:1"});
+    raw()({"ZADD", deadlines, score, "ghost:1"});
+    ASSERT_TRUE(f.try_lock(2000ms));
+    EXPECT_EQ(raw()({"LLEN", queue}).integer, 0);
+    EXPECT_EQ(raw()({"ZCARD", deadlines}).integer, 0);
+    f.unlock();
+  }
+}
+
 }  // namespace
 }  // namespace redlease::test
