@@ -121,6 +121,7 @@ struct stock_sum {
   long long sum = 0;
   std::string bad_key;
   std::string bad_value;
+  bool overflow = false;  // every segment holds a count, and their sum is beyond a long long
   std::vector<std::size_t> nils;
 };
 
@@ -147,11 +148,14 @@ stock_sum sum_segments(const segmented_stock& s, const std::string& first, const
         std::string_view digits = el.str;
         if (!digits.empty() && digits[0] == '-') digits.remove_prefix(1);
         bool canonical = el.str == "0" || (!digits.empty() && digits[0] >= '1' && digits[0] <= '9');
-        if (!el.is_string() || !canonical || pe != std::errc{} || q != el.str.data() + el.str.size() ||
-            __builtin_add_overflow(out.sum, v, &out.sum)) {
+        if (!el.is_string() || !canonical || pe != std::errc{} || q != el.str.data() + el.str.size()) {
           // A value someone else wrote: a typed error naming the key, never an exception here.
           out.bad_key = s.segment_key(i);
           out.bad_value = detail::printable_prefix(el.str, 64);
+          return done(errc::bad_reply, std::move(out));
+        }
+        if (__builtin_add_overflow(out.sum, v, &out.sum)) {
+          out.overflow = true;
           return done(errc::bad_reply, std::move(out));
         }
       }
@@ -166,6 +170,10 @@ long long segmented_stock::remaining(std::error_code& ec) {
   auto r = sum_segments(*this, keys_->first, keys_->encoded, *client_, ec);
   if (ec == errc::bad_reply && !r.bad_key.empty()) {
     detail::error_text_slot() = "segment key \"" + r.bad_key + "\" holds \"" + r.bad_value + "\", not a count";
+    return 0;
+  }
+  if (ec == errc::bad_reply && r.overflow) {
+    detail::error_text_slot() = "the segments of \"" + name_ + "\" hold counts whose sum is beyond 2^63 - 1";
     return 0;
   }
   if (ec) return 0;

@@ -115,6 +115,14 @@ TEST_F(stock_test, init_stores_every_count_exactly_up_to_llong_max) {
   EXPECT_EQ(three.remaining(), LLONG_MAX);
   EXPECT_TRUE(three.try_take(1));
   EXPECT_EQ(three.remaining(), LLONG_MAX - 1);
+
+  // Counts each valid but whose sum a long long cannot hold: bad_reply that says so, blaming no key.
+  raw()({"SET", "sku:big3:0", std::to_string(LLONG_MAX)});
+  std::error_code ec;
+  three.remaining(ec);
+  EXPECT_EQ(ec, errc::bad_reply);
+  EXPECT_NE(last_error_text().find("sum is beyond"), std::string::npos) << last_error_text();
+  EXPECT_EQ(last_error_text().find("not a count"), std::string::npos) << last_error_text();
 }
 
 // try_take compares and deducts exactly: n = 2^53 + 1 rounded to 2^53 and took a segment holding
