@@ -240,7 +240,9 @@ class lock_handle {
   /// successful acquisition or renewal plus the lease. `time_point::min()` if not held.
   std::chrono::steady_clock::time_point valid_until() const;
   /// A token that is stop-requested when the calling thread's current hold is lost. A token that
-  /// never stops if the thread does not hold the lock.
+  /// never stops if the thread does not hold the lock. Its stop callbacks run on the I/O thread and
+  /// must not throw: `request_stop` is `noexcept`, so an exception ends the process (`on_lost`
+  /// callbacks may throw).
   std::stop_token lost_token() const;
   /// Sets the callback for the holds taken through this handle (and its copies) from now on,
   /// including the current ones. Replaces any earlier callback. A hold is the handle's that took
