@@ -15,7 +15,13 @@ if ((${#missing[@]} == 0)); then
 fi
 echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""
-if [[ $(id -u) -ne 0 ]]; then SUDO=sudo; fi
+if [[ $(id -u) -ne 0 ]]; then
+  if ! command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: run as root to install ${missing[*]} (no sudo on this machine)" >&2
+    exit 1
+  fi
+  SUDO=sudo
+fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -243,7 +243,12 @@ TEST_F(soak_test, mutual_exclusion_under_random_faults) {
   // The fault injector.
   std::map<std::string, long long> faults;
   std::vector<freeze_window> freezes;
-  std::minstd_rand rng(static_cast<unsigned>(std::random_device{}()));
+  // A fixed sequence of faults, so that a failure can be run again (REDLEASE_SOAK_SEED picks another;
+  // the threads' timing still varies from run to run).
+  unsigned seed = 20261125u;
+  if (const char* e = std::getenv("REDLEASE_SOAK_SEED")) seed = static_cast<unsigned>(std::strtoul(e, nullptr, 10));
+  std::cout << "[ soak ] fault sequence seed " << seed << " (REDLEASE_SOAK_SEED)\n";
+  std::minstd_rand rng(seed);
   auto last_freeze = t_begin;
   bool freeze_a = true;
   while (steady::now() + 1500ms < end) {
