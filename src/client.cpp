@@ -153,12 +153,7 @@ bool runs_context_of(const asio::any_io_executor& ex) noexcept {
 
 }  // namespace
 
-// On an executor the caller supplied, a thread that runs its context but not the client's strand
-// (a coroutine resumed there, a handler posted to the io_context) would wait for the strand, which
-// may need that very thread: with one thread running the context, forever (its request timeout is a
-// timer on the same context). It fails as a call on the strand does.
-bool client_impl::blocking_would_deadlock() const noexcept {
-  if (on_io_thread()) return true;
+bool client_impl::on_user_context() const noexcept {
   if (own_ctx_) return false;
   if (auto* s = ex_.target<asio::strand<asio::any_io_executor>>()) return runs_context_of(s->get_inner_executor());
   return false;

@@ -51,9 +51,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   const asio::any_io_executor& executor() const noexcept { return ex_; }
   // True on the I/O thread, and on a thread that holds the I/O guard (run_direct).
   bool on_io_thread() const noexcept;
-  // Whether a blocking call made here would wait for itself: on the I/O thread, or, with an executor
-  // the caller supplied, on any thread that runs its context (see client.cpp).
-  bool blocking_would_deadlock() const noexcept;
+  // With an executor the caller supplied: whether this thread runs its context (an io_context's or
+  // a thread_pool's) outside the client's strand (see sync_call_on_context).
+  bool on_user_context() const noexcept;
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
   // A lone blocking caller's shortcut: runs `f` on the calling thread, under the I/O guard, if the
@@ -295,13 +295,17 @@ class sync_completer {
 // the I/O thread and the server need). cpu_first: it sleeps at once. Either way it sleeps on a
 // futex that the I/O thread wakes once (one_shot): no yield loop.
 template <class T, class Start>
+T sync_call_on_context(client_impl& c, std::error_code& ec, Start&& start);
+
+template <class T, class Start>
 T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
   ec.clear();
   error_text_slot().clear();
-  if (c.blocking_would_deadlock()) {
+  if (c.on_io_thread()) {
     ec = errc::would_deadlock;
     return T{};
   }
+  if (c.on_user_context()) return sync_call_on_context<T>(c, ec, std::forward<Start>(start));
   auto slot = std::make_shared<sync_slot<T>>();
   slot->board = c.board();
   auto t0 = std::chrono::steady_clock::now();
@@ -344,6 +348,45 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
     auto took = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
     auto prev = c.sync_rtt_ns.load(std::memory_order_relaxed);
     c.sync_rtt_ns.store(prev + (std::min<std::int64_t>(took, 1'000'000) - prev) / 8, std::memory_order_relaxed);
+  }
+  ec = slot->ec;
+  error_text_slot() = ec ? std::move(slot->text) : std::string();
+  return std::move(slot->value);
+}
+
+// A blocking call on a thread that runs the context of an executor the caller supplied, outside the
+// client's strand (a coroutine resumed there, a handler posted to the io_context). The strand may
+// need this very thread: with no other thread running the context it never runs, and the request's
+// own timeout is a timer on that context too. So the request is withdrawn if the strand has not
+// started it within the request timeout, and the call fails with would_deadlock; once started, the
+// strand runs on another thread, and the call waits for its answer. It polls (every 200 us): a rare
+// path, kept off the futex rendezvous of the common one.
+template <class T, class Start>
+T sync_call_on_context(client_impl& c, std::error_code& ec, Start&& start) {
+  enum : int { posted, started, withdrawn };
+  auto slot = std::make_shared<sync_slot<T>>();
+  slot->board = c.board();
+  auto state = std::make_shared<std::atomic<int>>(posted);
+  if (!c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start), state]() mutable {
+        int expected = posted;
+        if (!state->compare_exchange_strong(expected, started)) return;  // withdrawn: nobody reads `done`
+        start(unique_function<void(std::error_code, T)>(std::move(done)));
+      })) {
+    ec = errc::client_closed;
+    return T{};
+  }
+  const auto give_up = std::chrono::steady_clock::now() + c.cfg().request_timeout;
+  while (!slot->event.ready()) {
+    if (state->load() == posted && std::chrono::steady_clock::now() >= give_up) {
+      int expected = posted;
+      if (state->compare_exchange_strong(expected, withdrawn)) {
+        ec = errc::would_deadlock;
+        error_text_slot() = "a blocking call on a thread that runs the client's executor: the client's strand did "
+                            "not run within the request timeout (nothing else runs that executor)";
+        return T{};
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   ec = slot->ec;
   error_text_slot() = ec ? std::move(slot->text) : std::string();

@@ -99,9 +99,11 @@ class subscription {
 /// with exponential backoff and jitter whenever the connection drops.
 ///
 /// Thread-safety: every member function may be called from any thread. The blocking calls must not
-/// be made on the client's own I/O thread (from a completion handler or an `on_lost` callback), nor,
-/// on an executor you supply, on a thread that runs its `io_context` or `thread_pool` (a coroutine
-/// resumed there): they fail with `errc::would_deadlock` there.
+/// be made on the client's own I/O thread (from a completion handler or an `on_lost` callback): they
+/// fail with `errc::would_deadlock` there. On an executor you supply, a blocking call from a thread
+/// that runs its `io_context` or `thread_pool` outside the client's strand (a coroutine resumed
+/// there) needs another thread of that context to run the strand: with none, it fails with
+/// `errc::would_deadlock` after `config::request_timeout`.
 ///
 /// Callbacks and exceptions: completion handlers are always posted to their associated executor
 /// (the client's I/O thread when they have none), never run inside the function that started the

@@ -51,7 +51,8 @@ enum class errc {
   /// The lock was held by this owner but is gone: expired, deleted or taken by someone else.
   lock_lost,
   /// The call would deadlock: re-acquiring a non-reentrant mutex, or a blocking call made on the
-  /// client's own I/O thread (with an executor you supplied: on a thread that runs its context).
+  /// client's own I/O thread (with an executor you supplied: on a thread that runs its context, when
+  /// no other thread runs the client's strand).
   would_deadlock,
   /// The server is busy (BUSY: a script is running; MASTERDOWN, TRYAGAIN). Transient: acquisitions
   /// retry it within their wait.

@@ -9,6 +9,7 @@
 #include <asio/experimental/awaitable_operators.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
+#include <asio/thread_pool.hpp>
 #include <asio/use_awaitable.hpp>
 #include <asio/use_future.hpp>
 
@@ -158,11 +159,15 @@ TEST_F(async_test, coroutines_take_turns_on_a_user_executor) {
 
 // On an executor the caller supplies, a blocking call from a thread that runs its io_context, but
 // not the client's strand (a coroutine resumed after an async call, a handler posted to the
-// io_context), fails with would_deadlock, as one on the strand does. Before, it waited for the strand,
-// which needed that very thread: forever (its request timeout is a timer on the same io_context).
-TEST_F(async_test, a_blocking_call_on_a_thread_that_runs_the_user_executor_fails_at_once) {
+// io_context), waits for the strand, which needs another thread of that context. With none, the
+// strand does not start the request within the request timeout: the call fails with would_deadlock.
+// Before, it waited forever (its request timeout is a timer on the same io_context). With another
+// thread running the context (a thread_pool), the same call works.
+TEST_F(async_test, a_blocking_call_on_the_only_thread_of_the_user_executor_fails_and_on_a_pool_works) {
   asio::io_context ioc;
-  client c{ioc.get_executor(), cfg()};
+  auto conf = cfg();
+  conf.request_timeout = 300ms;
+  client c{ioc.get_executor(), conf};
   auto l = c.lock("async:user-exec-block");
   std::error_code from_post, from_coroutine;
   bool locked = true;
@@ -187,17 +192,24 @@ TEST_F(async_test, a_blocking_call_on_a_thread_that_runs_the_user_executor_fails
   EXPECT_EQ(from_post, errc::would_deadlock);
   EXPECT_EQ(from_coroutine, errc::would_deadlock);
   EXPECT_FALSE(locked);
-  // Off that thread, the same client's blocking calls work while another thread runs the context.
-  asio::io_context ioc2;
-  client c2{ioc2.get_executor(), cfg()};
-  auto work = asio::make_work_guard(ioc2);
-  std::thread runner2([&] { ioc2.run(); });
-  std::error_code ec;
-  c2.ping(ec);
-  EXPECT_FALSE(ec) << ec.message();
+  // On a pool of two threads, a task on one of them makes blocking calls while the other runs the
+  // client's strand.
+  asio::thread_pool pool(2);
+  client c2{pool.get_executor(), cfg()};
+  std::promise<std::error_code> from_pool;
+  asio::post(pool, [&] {
+    std::error_code ec;
+    c2.ping(ec);
+    auto l2 = c2.lock("async:user-exec-pool");
+    if (!ec) l2.lock(ec);
+    if (!ec) l2.unlock(ec);
+    from_pool.set_value(ec);
+  });
+  auto f = from_pool.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(f.get());
   c2.close();
-  work.reset();
-  runner2.join();
+  pool.join();
 }
 
 // Cancelling a waiting acquisition through its cancellation slot ends it at once with
