@@ -546,8 +546,7 @@ class fair_lock : public detail::lock_handle {
 /// renews the reader timeout keys too. Fencing tokens (readers and writers of one name draw from one
 /// sequence, `redlease_rwlock_token:{name}`) order writers; readers get one too. One owner's read
 /// hold nests at most 1,000 deep (a key per level): the next acquisition fails with
-/// `errc::invalid_argument`. A hash whose `mode` is neither "read" nor "write" is `errc::wrong_type`
-/// to an acquisition; a hold it finds is lost (`errc::lock_lost` from its unlock).
+/// `errc::invalid_argument`. A hash whose `mode` is neither "read" nor "write" is `errc::wrong_type`.
 ///
 /// Satisfies Lockable and TimedLockable. Thread-safety as `reentrant_lock`.
 class read_lock : public detail::lock_handle {

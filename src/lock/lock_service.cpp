@@ -1294,13 +1294,29 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         auto lost_now = [&] {
           if (seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *seen);
         };
-        if (ec && h && !h->removed && !release_unknown(ec) && (h->lost || ec == errc::wrong_type)) {
-          // The key is not this hold's any more: another type stands there (WRONGTYPE), or the hold
-          // was found lost before. Its level is gone whatever the server says, as for a deleted key:
-          // the owner hears lock_lost, and the local hold goes (it would refuse every acquisition).
-          if (!h->lost && !closed_) mark_lost(*h, seen.value_or(lost_reason::taken));
+        if (ec && h && !h->removed && h->lost && !release_unknown(ec)) {
+          // The hold was found lost before: its level is gone whatever the server says.
           drop_lost_level(*h);
           return done(errc::lock_lost);
+        }
+        if (ec == errc::wrong_type && h && !h->removed && !closed_) {
+          // WRONGTYPE from the lock's key (someone replaced it with another type: the hold is gone,
+          // as for a deleted key, and the local hold would refuse every acquisition), or from another
+          // key the script reads first (a fair queue of another type: the hold stands). The key's
+          // type tells; the answer keeps the server's words.
+          std::string cmd;
+          encode_command(cmd, {"TYPE", name});
+          return c_.exec(name, std::move(cmd),
+                         [this, h, &proto, seen, words = error_text_slot(), done = std::move(done)](
+                             std::error_code e, reply t) mutable {
+                           scoped_error_text scope(std::move(words));
+                           if (e || !t.is_string() || t.str == proto.key_type() || h->removed || closed_)
+                             return done(errc::wrong_type);
+                           if (!h->lost) mark_lost(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
+                           drop_lost_level(*h);
+                           done(errc::lock_lost);
+                         },
+                         true);
         }
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.

@@ -78,6 +78,10 @@ class lock_protocol {
   /// unlock of a re-entered hold sets its lease again): the hold's deadline then counts from that
   /// release, whatever the level given back had. Else the TTL is left as it was.
   virtual bool release_sets_remaining_lease() const { return false; }
+  /// The Redis type of the lock's key ("hash" for Redisson's kinds, "string" for the mutex): a release
+  /// that meets WRONGTYPE asks the key's type, to tell a lock replaced by a key of another type (the
+  /// hold is lost) from another key of the kind's (a fair queue) holding the wrong type.
+  virtual std::string_view key_type() const { return "hash"; }
   /// Why a hold that a release finds not held was lost.
   virtual lost_reason not_held_reason() const = 0;
   /// How deep one owner's hold may nest (further acquisitions fail with `invalid_argument`, nothing

@@ -182,6 +182,7 @@ class mutex_protocol final : public lock_protocol {
   const lua_script* release_script(bool allow_oom) const override {
     return allow_oom ? nullptr : &lua::mutex_release;  // GET, DEL, PUBLISH: allowed out of memory
   }
+  std::string_view key_type() const override { return "string"; }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(1LL).add(r.name).add(channel(r.name)).add(r.id);
   }

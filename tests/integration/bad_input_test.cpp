@@ -286,7 +286,7 @@ TEST_F(bad_input_test, every_kind_answers_garbage_in_each_of_its_keys_within_its
 // A held lock whose key someone replaced with a value of another type is lost: the unlock says
 // lock_lost (on_lost runs, reason taken) and the local hold goes. Before, every unlock said
 // wrong_type and the hold stayed, so each later acquisition by the owner failed with lock_lost
-// until someone deleted the key.
+// until someone deleted the key. WRONGTYPE from another key (a fair queue) is not a loss.
 TEST_F(bad_input_test, a_held_lock_whose_key_became_another_type_is_lost_at_its_unlock) {
   client c(cfg());
   for (const char* kind : {"reentrant", "mutex", "fair", "read", "write"}) {
@@ -314,6 +314,26 @@ TEST_F(bad_input_test, a_held_lock_whose_key_became_another_type_is_lost_at_its_
     l.unlock();
     l.on_lost(nullptr);
   }
+  // WRONGTYPE from another key the release reads first (a fair lock's queue) leaves the hold as it is:
+  // the lock's own key is still this owner's. The unlock says wrong_type; once the queue is mended,
+  // it releases.
+  auto f = c.fair_lock("wt-queue");
+  bool lost = false;
+  f.on_lost([&](const lost_info&) { lost = true; });
+  f.lock();
+  raw()({"SET", "redisson_lock_queue:{wt-queue}", "not a queue"});
+  std::error_code ec;
+  f.unlock(ec);
+  EXPECT_EQ(ec, errc::wrong_type) << ec.message();
+  EXPECT_NE(last_error_text().find("WRONGTYPE"), std::string::npos) << last_error_text();
+  EXPECT_TRUE(f.valid());
+  EXPECT_EQ(c.stats().held_locks, 1u);
+  raw()({"DEL", "redisson_lock_queue:{wt-queue}"});
+  f.unlock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(raw()({"EXISTS", "wt-queue"}).integer, 0);
+  EXPECT_FALSE(lost);
+  f.on_lost(nullptr);
 }
 
 }  // namespace
