@@ -66,7 +66,7 @@ class segmented_stock {
   /// (and, only if one exists, a TYPE per nil segment names it). Blocks the calling thread.
   /// @throws redlease::error: `errc::bad_reply` when a segment holds something that is not a count
   /// or is of another type (the message names the key and its value or type), or when the counts'
-  /// sum is beyond a `long long` (the message says so); or the connection's and server's errors.
+  /// sum is outside a `long long` (the message says so); or the connection's and server's errors.
   long long remaining();
   /// As above; on failure sets `ec` (the key and its value or type in `last_error_text()`) and
   /// returns 0.

@@ -121,7 +121,7 @@ struct stock_sum {
   long long sum = 0;
   std::string bad_key;
   std::string bad_value;
-  bool overflow = false;  // every segment holds a count, and their sum is beyond a long long
+  bool overflow = false;  // the counts read so far sum beyond what a long long holds
   std::vector<std::size_t> nils;
 };
 
@@ -173,7 +173,7 @@ long long segmented_stock::remaining(std::error_code& ec) {
     return 0;
   }
   if (ec == errc::bad_reply && r.overflow) {
-    detail::error_text_slot() = "the segments of \"" + name_ + "\" hold counts whose sum is beyond 2^63 - 1";
+    detail::error_text_slot() = "the segments of \"" + name_ + "\" hold counts whose sum is outside a signed 64-bit integer";
     return 0;
   }
   if (ec) return 0;

@@ -15,12 +15,12 @@
 -- Fencing (optional): with KEYS[2] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
 -- starts from the server's clock with a 7-day TTL). A token key that does not hold a number, or whose
--- next token would be 2^53 or more, fails the grant with an error before the grant writes anything;
--- only a grant takes a token.
+-- next token would be 2^53 or more, fails the grant with an error and leaves nothing written (a
+-- re-entry's increment is taken back); only a grant takes a token.
 -- A mode field that holds neither "read" nor "write" fails with WRONGTYPE (nothing written): no kind
 -- can take or free such a hash, and Redisson's scripts would wait on it until its TTL, or forever.
--- A re-entry on an owner count that is no count of read holds (below 0, above max_levels) fails
--- with ERR naming it, and the count is left as it was.
+-- A re-entry that would make the owner's count no count of read holds (below 1, or above
+-- max_levels) fails with ERR naming it; the count is left as it was and no token is taken.
 local name = KEYS[1]
 local lease, me = tonumber(ARGV[1]), ARGV[2]
 -- Numbers go to redis.call as strings: Lua turns a number into text with printf("%.14g"), which
@@ -43,22 +43,27 @@ if mode == false then
     return granted()
   end
 elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. ':write') == 1) then
-  local e = take_token()
-  if e then return e end
   local i = redis.call('hincrby', name, me, 1)
+  -- A refused grant takes its level back (no count is left without its key), before a token is
+  -- taken where it can. Not a Lua function: one per call costs the read pair measurably.
+  local refused = nil
   if i < 1 or i > max_levels then
-    -- The owner's count was not one a client can have made (negative, or deeper than a read nests,
-    -- someone overwrote it): a grant on it would be lost at its first renewal. Taken back, refused.
-    redis.call('hincrby', name, me, -1)
-    return redis.error_reply('ERR the read hold count of ' .. me .. ' in ' .. name .. ' holds ' ..
-      string.format('%d', i - 1) .. ', not a count of read holds (1..' .. max_levels .. ')')
+    -- The owner's count was not one a client can have made (below 0, or as deep as a read nests,
+    -- someone overwrote it): a grant on it would be lost at its first renewal.
+    refused = redis.error_reply('ERR the read hold count of ' .. me .. ' in ' .. name .. ' holds ' ..
+      string.format('%d', i - 1) .. ': a re-entry would make it ' .. string.format('%d', i) ..
+      ', not a count of read holds (1..' .. max_levels .. ')')
+  else
+    refused = take_token()
+    if not refused then
+      local set = redis.pcall('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
+      -- Refused (an ACL without the timeout keys).
+      if type(set) == 'table' and set.err then refused = redis.error_reply(set.err) end
+    end
   end
-  local set = redis.pcall('set', timeout_key(me, string.format('%d', i)), '1', 'PX', lease_ms)
-  if type(set) == 'table' and set.err then
-    -- Refused (an ACL without the timeout keys): the level is taken back, so that no count is left
-    -- without its key.
+  if refused then
     if i == 1 then redis.call('hdel', name, me) else redis.call('hincrby', name, me, -1) end
-    return redis.error_reply(set.err)
+    return refused
   end
   if redis.call('pttl', name) < lease then redis.call('pexpire', name, lease_ms) end
   return granted()

@@ -414,10 +414,11 @@ TEST_F(rw_lock_test, a_read_reentry_on_a_count_that_is_no_count_is_refused) {
     raw()({"HSET", "rw:count", "mode", "read", me, count});
     raw()({"PEXPIRE", "rw:count", "30000"});
     std::error_code ec;
-    EXPECT_FALSE(c.read_lock("rw:count").try_lock(0ms, ec));
+    EXPECT_FALSE(c.read_lock("rw:count").try_lock_and_get_token(0ms, ec));
     EXPECT_EQ(ec, errc::server_error) << ec.message();
     EXPECT_NE(last_error_text().find("not a count of read holds"), std::string::npos) << last_error_text();
     EXPECT_EQ(raw()({"HGET", "rw:count", me}).str, count) << "the count was changed";
+    EXPECT_EQ(raw()({"EXISTS", "redlease_rwlock_token:{rw:count}"}).integer, 0) << "a refused re-entry took a token";
     EXPECT_EQ(c.stats().held_locks, 0u);
     raw()({"DEL", "rw:count"});
   }

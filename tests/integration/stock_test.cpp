@@ -121,7 +121,7 @@ TEST_F(stock_test, init_stores_every_count_exactly_up_to_llong_max) {
   std::error_code ec;
   three.remaining(ec);
   EXPECT_EQ(ec, errc::bad_reply);
-  EXPECT_NE(last_error_text().find("sum is beyond"), std::string::npos) << last_error_text();
+  EXPECT_NE(last_error_text().find("sum is outside"), std::string::npos) << last_error_text();
   EXPECT_EQ(last_error_text().find("not a count"), std::string::npos) << last_error_text();
 }
 
