@@ -15,7 +15,7 @@ jobs=${REDLEASE_JOBS:-$(nproc)}
 root=$PWD
 
 run_release() {
-  cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$jobs"
   (cd build && ctest --output-on-failure -j"$jobs" --timeout 300)
 }
@@ -28,7 +28,7 @@ run_clang() {
 }
 
 run_asan() {
-  cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=address,undefined \
+  cmake -S . -B build-asan -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=address,undefined \
     -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build build-asan -j"$jobs"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -36,7 +36,7 @@ run_asan() {
 }
 
 run_tsan() {
-  cmake -S . -B build-tsan -DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=thread \
+  cmake -S . -B build-tsan -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Debug -DREDLEASE_SANITIZE=thread \
     -DREDLEASE_BUILD_BENCH=OFF -DREDLEASE_BUILD_EXAMPLES=OFF >/dev/null
   cmake --build build-tsan -j"$jobs"
   (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \

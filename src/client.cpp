@@ -231,8 +231,12 @@ void client_impl::shutdown() noexcept {
   };
   if (on_io_thread()) {
     close_all();
+  } else if (auto self = weak_from_this().lock()) {
+    // On an executor the caller runs, the close runs there later: the client must live until then
+    // (its last handle may go right after this returns).
+    asio::post(ex_, [self = std::move(self), close_all] { close_all(); });
   } else {
-    asio::post(ex_, close_all);
+    asio::post(ex_, close_all);  // from the destructor of a client that was never closed (own thread)
   }
   work_.reset();
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever

@@ -212,6 +212,21 @@ TEST_F(async_test, a_blocking_call_on_the_only_thread_of_the_user_executor_fails
   pool.join();
 }
 
+// A client on an executor the caller runs, destroyed while another thread runs that executor: the
+// close it posts there runs after the destructor returned. Before, it held a raw pointer to the
+// client and ran on freed memory (a crash in 3 runs of 3 here).
+TEST_F(async_test, a_client_on_a_user_executor_destroyed_while_its_executor_runs_is_not_touched_after) {
+  asio::io_context ioc;
+  auto work = asio::make_work_guard(ioc);
+  std::thread runner([&] { ioc.run(); });
+  for (int i = 0; i < 50; ++i) {
+    client c{ioc.get_executor(), cfg()};
+    c.ping();
+  }  // destroyed while `runner` runs the context
+  work.reset();
+  runner.join();
+}
+
 // Cancelling a waiting acquisition through its cancellation slot ends it at once with
 // operation_aborted; it leaves its channel, and does not take the lock when it is released.
 TEST_F(async_test, cancelled_waiting_acquisition_ends_at_once_and_never_takes_the_lock) {
