@@ -233,10 +233,14 @@ void client_impl::shutdown() noexcept {
     close_all();
   } else if (auto self = weak_from_this().lock()) {
     // On an executor the caller runs, the close runs there later: the client must live until then
-    // (its last handle may go right after this returns).
-    asio::post(ex_, [self = std::move(self), close_all] { close_all(); });
-  } else {
-    asio::post(ex_, close_all);  // from the destructor of a client that was never closed (own thread)
+    // (its last handle may go right after this returns), and no longer.
+    asio::post(ex_, [self = std::move(self), close_all]() mutable {
+      close_all();
+      self.reset();
+    });
+  } else if (own_ctx_) {
+    // From the destructor of a client that was never closed: the join below runs it first.
+    asio::post(ex_, close_all);
   }
   work_.reset();
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever

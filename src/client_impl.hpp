@@ -359,8 +359,8 @@ T sync_call(client_impl& c, std::error_code& ec, Start&& start) {
 // need this very thread: with no other thread running the context it never runs, and the request's
 // own timeout is a timer on that context too. So the request is withdrawn if the strand has not
 // started it within the request timeout, and the call fails with would_deadlock; once started, the
-// strand runs on another thread, and the call waits for its answer. It polls (every 200 us): a rare
-// path, kept off the futex rendezvous of the common one.
+// strand runs on another thread, and the call sleeps until its answer. Until then it polls (every
+// 200 us): a rare path, kept off the common one.
 template <class T, class Start>
 T sync_call_on_context(client_impl& c, std::error_code& ec, Start&& start) {
   enum : int { posted, started, withdrawn };
@@ -376,8 +376,8 @@ T sync_call_on_context(client_impl& c, std::error_code& ec, Start&& start) {
     return T{};
   }
   const auto give_up = std::chrono::steady_clock::now() + c.cfg().request_timeout;
-  while (!slot->event.ready()) {
-    if (state->load() == posted && std::chrono::steady_clock::now() >= give_up) {
+  while (!slot->event.ready() && state->load() == posted) {
+    if (std::chrono::steady_clock::now() >= give_up) {
       int expected = posted;
       if (state->compare_exchange_strong(expected, withdrawn)) {
         ec = errc::would_deadlock;
@@ -388,6 +388,9 @@ T sync_call_on_context(client_impl& c, std::error_code& ec, Start&& start) {
     }
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  // Started: another thread runs the strand, which completes the call (it can no longer be
+  // withdrawn), so the wait sleeps as any blocking call's does.
+  slot->event.wait(*slot->board);
   ec = slot->ec;
   error_text_slot() = ec ? std::move(slot->text) : std::string();
   return std::move(slot->value);

@@ -119,7 +119,9 @@ class client {
   /// @throws redlease::error `errc::invalid_argument` when a timing or limit of `cfg` is out of
   /// range (`config::invalid_setting()` says which).
   explicit client(config cfg);
-  /// Starts the client on `ex` (wrapped in a strand); the caller runs the executor.
+  /// Starts the client on `ex` (wrapped in a strand); the caller runs the executor. Closing such a
+  /// client (or destroying it) completes on that executor: its connections close, and its state is
+  /// freed, when the executor next runs, or when its context is destroyed.
   /// @throws redlease::error `errc::invalid_argument` as above.
   client(asio::any_io_executor ex, config cfg);
   /// Closes the client as `close()` does: waits end with `errc::client_closed`, requests already

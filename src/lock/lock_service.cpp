@@ -1283,6 +1283,36 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           return release_hold(std::move(h), std::move(name), proto, owner, attempt_no + 1, expected,
                               std::move(request), sent, std::move(done));
         }
+        if (ec == errc::wrong_type && h && !h->removed && !h->lost && !closed_) {
+          // WRONGTYPE from the lock's key (someone replaced it with another type: the hold is gone,
+          // as for a deleted key, and the local hold would refuse every acquisition), or from another
+          // key the script reads first (a fair queue of another type: the hold stands). The key's
+          // type tells. The unlock stays out until then (re-entries stay parked).
+          std::string cmd;
+          encode_command(cmd, {"TYPE", name});
+          return c_.exec(name, std::move(cmd),
+                         [this, h, &proto, words = error_text_slot(), done = std::move(done)](std::error_code e,
+                                                                                              reply t) mutable {
+                           --h->releasing;
+                           auto seen = std::exchange(h->loss_seen, std::nullopt);
+                           const bool replaced = !e && t.is_string() && t.str != proto.key_type();
+                           std::error_code answer = errc::wrong_type;
+                           if (closed_) {
+                             answer = errc::client_closed;
+                           } else if (!h->removed && (replaced || h->lost)) {
+                             if (!h->lost)
+                               mark_lost(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
+                             drop_lost_level(*h);
+                             answer = errc::lock_lost;
+                           } else if (seen && !h->lost && !h->removed) {
+                             mark_lost(*h, *seen);  // a renewal found it gone meanwhile: the hold stands no more
+                           }
+                           if (h->releasing == 0) send_after_release(*h);
+                           scoped_error_text scope(std::move(words));  // after on_lost, which may set its own
+                           done(answer);
+                         },
+                         true);
+        }
         // A renewal that found the lock gone while this unlock was out waited for its verdict: on
         // another connection (the lane) the unlock can run first, and then "gone" means released.
         std::optional<lost_reason> seen;
@@ -1298,25 +1328,6 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
           // The hold was found lost before: its level is gone whatever the server says.
           drop_lost_level(*h);
           return done(errc::lock_lost);
-        }
-        if (ec == errc::wrong_type && h && !h->removed && !closed_) {
-          // WRONGTYPE from the lock's key (someone replaced it with another type: the hold is gone,
-          // as for a deleted key, and the local hold would refuse every acquisition), or from another
-          // key the script reads first (a fair queue of another type: the hold stands). The key's
-          // type tells; the answer keeps the server's words.
-          std::string cmd;
-          encode_command(cmd, {"TYPE", name});
-          return c_.exec(name, std::move(cmd),
-                         [this, h, &proto, seen, words = error_text_slot(), done = std::move(done)](
-                             std::error_code e, reply t) mutable {
-                           scoped_error_text scope(std::move(words));
-                           if (e || !t.is_string() || t.str == proto.key_type() || h->removed || closed_)
-                             return done(errc::wrong_type);
-                           if (!h->lost) mark_lost(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
-                           drop_lost_level(*h);
-                           done(errc::lock_lost);
-                         },
-                         true);
         }
         if (ec) {
           // Still unknown: the next unlock of this hold must go in retry mode too.
