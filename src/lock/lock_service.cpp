@@ -975,8 +975,8 @@ void lock_service::wake(channel_entry& ch, wake_policy how) {
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
   // and it will not try again: a "0" it took would be lost to the waiters behind it.
-  std::vector<std::shared_ptr<waiter>> targets;
   if (how == wake_policy::none) return;
+  std::vector<std::shared_ptr<waiter>> targets;
   for (auto* w : ch.waiters) {
     if (w->finished || w->cancelled) continue;
     targets.push_back(w->shared_from_this());
@@ -1239,9 +1239,11 @@ static bool release_unknown(std::error_code ec) {
   return outcome_unknown(ec);
 }
 
-// Drops one level of a hold whose lock is gone; the hold goes with its last level, so every unlock
-// of a lost reentrant hold reports lock_lost, not just the first.
-void lock_service::drop_lost_level(hold& h) {
+// Drops one level of a hold whose lock is gone (marking it lost for `why` if nothing did yet); the
+// hold goes with its last level, so every unlock of a lost reentrant hold reports lock_lost, not
+// just the first.
+void lock_service::drop_lost_level(hold& h, std::optional<lost_reason> why) {
+  if (!h.lost && why) mark_lost(h, *why);
   if (!h.levels.empty()) h.levels.pop_back();
   if (h.levels.empty()) erase(&h);
 }
@@ -1300,9 +1302,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
                            if (closed_) {
                              answer = errc::client_closed;
                            } else if (!h->removed && (replaced || h->lost)) {
-                             if (!h->lost)
-                               mark_lost(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
-                             drop_lost_level(*h);
+                             drop_lost_level(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
                              answer = errc::lock_lost;
                            } else if (seen && !h->lost && !h->removed) {
                              mark_lost(*h, *seen);  // a renewal found it gone meanwhile: the hold stands no more
@@ -1355,8 +1355,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
             erase(h.get());
             return done({});
           }
-          if (!was_lost) mark_lost(*h, seen.value_or(proto.not_held_reason()));
-          drop_lost_level(*h);
+          drop_lost_level(*h, seen.value_or(proto.not_held_reason()));
           return done(errc::lock_lost);
         }
         if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)

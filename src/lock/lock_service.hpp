@@ -160,7 +160,7 @@ class lock_service {
   void on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent, const renew_context& ctx,
                   std::error_code ec, const reply& r);
   void verify_later(std::shared_ptr<hold> h, const renew_context& ctx);
-  void drop_lost_level(hold& h);
+  void drop_lost_level(hold& h, std::optional<lost_reason> why = std::nullopt);
   // One release of a hold, of any kind, and its retries (exactly once: see release.lua's latch).
   void send_after_release(const hold& h);  // the acquisitions parked while an unlock of h was out
   void release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,

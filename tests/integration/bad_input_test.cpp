@@ -292,11 +292,7 @@ TEST_F(bad_input_test, a_held_lock_whose_key_became_another_type_is_lost_at_its_
   for (const char* kind : {"reentrant", "mutex", "fair", "read", "write"}) {
     SCOPED_TRACE(kind);
     const std::string k = kind, n = std::string("wt-") + kind;
-    auto l = k == "mutex"   ? detail::lock_handle(c.mutex(n))
-             : k == "fair"  ? detail::lock_handle(c.fair_lock(n))
-             : k == "read"  ? detail::lock_handle(c.read_lock(n))
-             : k == "write" ? detail::lock_handle(c.write_lock(n))
-                            : detail::lock_handle(c.lock(n));
+    auto l = lock_of_kind(c, k, n);
     std::promise<lost_reason> lost;
     l.on_lost([&](const lost_info& i) { lost.set_value(i.reason); });
     l.lock();

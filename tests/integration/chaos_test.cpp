@@ -83,9 +83,9 @@ class chaos_test : public lock_fixture {
     return c;
   }
   std::string field(const client& c, owner_id o) { return c.id() + ":" + std::to_string(o); }
-  // The reentrant lock (kind "reentrant") or the mutex ("mutex") named `name`.
+  // The lock of kind `kind` ("reentrant", "mutex", "fair", "read", "write") named `name`.
   static detail::lock_handle lock_of(client& c, const std::string& kind, const std::string& name) {
-    return kind == "mutex" ? detail::lock_handle(c.mutex(name)) : detail::lock_handle(c.lock(name));
+    return lock_of_kind(c, kind, name);
   }
   // A new owner that took and released `l` once, asynchronously: the client is connected and has
   // the scripts cached, and no lane was opened.
@@ -772,10 +772,7 @@ TEST_F(chaos_test, a_cancelled_grant_is_undone_out_of_memory) {
     auto conf = this->conf(30000ms, &proxy, 5000ms);
     conf.health_check_interval = 0ms;
     client c{conf};
-    detail::lock_handle l = k == "fair"    ? detail::lock_handle(c.fair_lock(name))
-                            : k == "write" ? detail::lock_handle(c.write_lock(name))
-                            : k == "read"  ? detail::lock_handle(c.read_lock(name))
-                                           : lock_of(c, kind, name);
+    detail::lock_handle l = lock_of(c, kind, name);
     const owner_id o = warmed_owner(c, l);  // its release learns whether the server takes allow-oom
     const bool reentrant = k != "mutex";
     if (reentrant) l.async_lock(o, asio::use_future).get();  // the cancelled grant is a re-entry

@@ -17,6 +17,15 @@ namespace redlease::test {
 using namespace std::chrono_literals;
 using steady = std::chrono::steady_clock;
 
+/// The lock named `name` of kind `kind`: "mutex", "fair", "read", "write", else the reentrant lock.
+inline detail::lock_handle lock_of_kind(client& c, const std::string& kind, const std::string& name) {
+  if (kind == "mutex") return c.mutex(name);
+  if (kind == "fair") return c.fair_lock(name);
+  if (kind == "read") return c.read_lock(name);
+  if (kind == "write") return c.write_lock(name);
+  return c.lock(name);
+}
+
 /// Polls `cond` until true or `limit` passes; true if it became true.
 inline bool eventually(const std::function<bool()>& cond, std::chrono::milliseconds limit = 5000ms) {
   auto end = steady::now() + limit;
