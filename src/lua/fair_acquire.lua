@@ -28,7 +28,9 @@
 -- * when a purge leaves the lock free with a live head, that head is woken (Redisson leaves it to its
 --   timer);
 -- * the wait is never 0 or negative: a queued caller that finds the lock free behind another head
---   waits until that head's deadline (Redisson answers 0 and Java spins).
+--   waits until that head's deadline (Redisson answers 0 and Java spins);
+-- * Q and Z expire some minutes after the latest deadline in Z (keep_queue below); Redisson's live
+--   for ever.
 -- Fencing (optional): with KEYS[4] the token key, a grant returns the token (a bulk string of
 -- decimal digits) instead of nil: the token is made as in fenced_acquire.lua (INCR; a missing key
 -- starts from the server's clock with a 7-day TTL). A token key that does not hold a number, or whose
@@ -117,11 +119,33 @@ local function queued_reply()
   return bound()
 end
 
+-- Called by every call that queues (or keeps its place). Q and Z get a TTL that outlasts the latest
+-- deadline in Z by at least 5 minutes; a call that finds less sets 10 (one ZRANGE and one PTTL on
+-- most calls, the two PEXPIREs once in five minutes). Redisson's never expire: a waiter killed in
+-- the queue left both keys for ever when nobody used the name again (its hazard 8). 5 minutes is
+-- Redisson's own allowance, so a Java waiter that queues behind the latest deadline is covered too;
+-- a queue that only Java waiters grow past that, after our last call, can expire under them (they
+-- then queue again at the tail on their next call: docs/lock-kinds.md). A deadline nobody makes
+-- (10^13 ms away, which the purge treats as dead) sets no TTL.
+local function keep_queue()
+  local latest = redis.call('zrange', deadlines, -1, -1, 'WITHSCORES')[2]
+  if not latest then return end
+  local left = tonumber(latest) - now
+  if left >= 10000000000000 then return end
+  if left < 0 then left = 0 end
+  local ttl = redis.call('pttl', deadlines)
+  if ttl >= left + 300000 then return end
+  ttl = string.format('%d', left + 600000)
+  redis.call('pexpire', deadlines, ttl)
+  redis.call('pexpire', queue, ttl)
+end
+
 local mine = redis.call('zscore', deadlines, me)
 if mine then
   if ARGV[5] == '1' and tonumber(mine) < now + allowance then
     redis.call('zadd', deadlines, string.format('%d', now + allowance), me)
   end
+  if ARGV[5] == '1' then keep_queue() end
   return queued_reply()
 end
 if ARGV[5] ~= '1' then return bound() end
@@ -135,4 +159,5 @@ if base == nil then base = redis.call('pttl', name) end
 if redis.call('zadd', deadlines, string.format('%d', base + allowance + now), me) == 1 then
   redis.call('rpush', queue, me)
 end
+keep_queue()
 return queued_reply()

@@ -215,6 +215,13 @@ TEST_F(fair_lock_test, a_waiter_that_died_in_the_queue_blocks_it_for_its_allowan
   ASSERT_TRUE(eventually([&] { return queued(name) == 1; }));
   // It "dies": from now on nothing it sends reaches the server (no call again, no give-up).
   proxy.stall(true);
+  // Were nobody to come by again, its entry would not stay for ever (Redisson's queue keys never
+  // expire): both keys live 5 to 10 minutes past its deadline (about 4 s away), then go.
+  for (const auto& k : {"redisson_lock_queue:{" + name + "}", "redisson_lock_timeout:{" + name + "}"}) {
+    long long ttl = raw()({"PTTL", k}).integer;
+    EXPECT_GT(ttl, 300'000) << k;
+    EXPECT_LT(ttl, 610'000) << k;
+  }
   client ours(cfg());
   std::atomic<bool> got{false};
   std::atomic<long long> took{-1};

@@ -652,6 +652,61 @@ TEST_F(family_scripts_test, fair_a_try_once_call_does_not_rearm_a_leftover_entry
   EXPECT_EQ(o.fair_release(holder).integer, 1);
 }
 
+// Redisson's Q and Z never expire (its hazard 8): a waiter killed in the queue of a name nobody uses
+// again left both keys for ever. Ours queue with a TTL past the latest deadline in Z, Java's
+// included, by 5 to 10 minutes; an immortal pair that a Java waiter made gets one at our next call.
+TEST_F(family_scripts_test, fair_queue_keys_outlive_the_latest_deadline_and_then_expire) {
+  constexpr long long five_min = 300'000, ten_min = 600'000;
+  auto o = mine("f-ttl");
+  auto j = java();
+  const std::string holder = peer::new_client_id() + ":0", a = peer::new_client_id() + ":1";
+  const long long t = peer::now_ms();
+  ASSERT_TRUE(o.fair_acquire(holder, 30000, 1000, true, t).is_nil());
+  EXPECT_EQ(raw()({"EXISTS", o.queue, o.deadlines}).integer, 0) << "a grant to a free lock queues nobody";
+  // The TTL is relative to the caller's clock (ARGV now), as the deadlines are.
+  auto ttl_left = [&](const std::string& key, long long latest) { return raw()({"PTTL", key}).integer - (latest - t); };
+  ASSERT_TRUE(waits_at_head(o.fair_acquire(a, 30000, 1000, true, t)));  // killed here: it never calls again
+  long long latest = score(o.deadlines, a);
+  for (const auto& k : {o.queue, o.deadlines}) {
+    EXPECT_GT(ttl_left(k, latest), ten_min - 5000) << k;
+    EXPECT_LE(ttl_left(k, latest), ten_min) << k;
+  }
+  // A Java waiter queues behind it (allowance 5 min): Redisson's script sets no TTL, but the one
+  // there already outlasts its deadline.
+  const std::string jw = j.owner(5);
+  ASSERT_TRUE(j.fair_acquire_queueing("f-ttl", jw, 30000, peer::fair_lock_wait_timeout).is_integer());
+  latest = score(o.deadlines, jw);
+  ASSERT_GT(latest, score(o.deadlines, a));
+  EXPECT_GT(raw()({"PTTL", o.deadlines}).integer, latest - peer::now_ms()) << "the Java waiter outlives the key";
+  // Our waiter calls again to keep its place: the TTL now counts from the Java deadline, the latest.
+  ASSERT_TRUE(waits_at_head(o.fair_acquire(a, 30000, 1000, true, t)));
+  for (const auto& k : {o.queue, o.deadlines}) {
+    EXPECT_GE(ttl_left(k, latest), five_min) << k;
+    EXPECT_LE(ttl_left(k, latest), ten_min) << k;
+  }
+  // Immortal keys that Java waiters made alone get a TTL at our first queueing call.
+  auto o2 = mine("f-ttl-java");
+  ASSERT_TRUE(o2.fair_acquire(holder, 30000, 1000, true, t).is_nil());
+  ASSERT_TRUE(j.fair_acquire_queueing("f-ttl-java", j.owner(6), 30000, peer::fair_lock_wait_timeout).is_integer());
+  ASSERT_EQ(raw()({"PTTL", o2.deadlines}).integer, -1) << "Redisson's layout: no TTL";
+  ASSERT_TRUE(waits_behind(o2.fair_acquire(a, 30000, 1000, true, t)));
+  latest = score(o2.deadlines, a);
+  for (const auto& k : {o2.queue, o2.deadlines}) {
+    EXPECT_GT(ttl_left(k, latest), ten_min - 5000) << k;
+    EXPECT_LE(ttl_left(k, latest), ten_min) << k;
+  }
+  // The TTL runs out with nobody calling: both keys go (here after 200 ms, not 10 minutes).
+  raw()({"PEXPIRE", o2.queue, "200"});
+  raw()({"PEXPIRE", o2.deadlines, "200"});
+  EXPECT_TRUE(eventually([&] { return raw()({"EXISTS", o2.queue, o2.deadlines}).integer == 0; }));
+  // A deadline nobody makes (the purge's 10^13 ms rule) sets no TTL of 300 years.
+  auto o3 = mine("f-ttl-absurd");
+  ASSERT_TRUE(o3.fair_acquire(holder, 30000, 1000, true, t).is_nil());
+  raw()({"ZADD", o3.deadlines, "1e300", "nobody"});
+  ASSERT_TRUE(waits_at_head(o3.fair_acquire(a, 30000, 1000, true, t)));
+  EXPECT_EQ(raw()({"PTTL", o3.deadlines}).integer, -1);
+}
+
 TEST_F(family_scripts_test, fair_testTryLockNonDelayed_try_once_leaves_the_queue_clean) {
   auto o = mine("f7");
   auto j = java();
