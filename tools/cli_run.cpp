@@ -275,13 +275,22 @@ std::string format_ms(milliseconds d) {
 
 // ---- the run ---------------------------------------------------------------------------------
 
-// Starts the command with the signal mask `mask` and the signals in `defaults` at their defaults.
+// Whether redlease has a controlling terminal (opening /dev/tty fails with ENXIO without one).
+bool has_controlling_terminal() {
+  int fd = ::open("/dev/tty", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+// Starts the command with the signal mask `mask` and the signals in `defaults` at their defaults,
+// in a process group of its own when `own_group`.
 // The command must not run on without the lock: if redlease dies (SIGKILL, the OOM killer, a crash)
 // the kernel kills it (PR_SET_PDEATHSIG, which posix_spawn cannot ask for). The signal follows the
 // thread that forked, so this runs on the thread that waits for the command. Returns 0 and the pid,
 // or the errno of the fork or the exec (ENOENT: not found).
 int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigset_t& mask, const sigset_t& defaults,
-                  pid_t& pid) {
+                  bool own_group, pid_t& pid) {
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;
   const pid_t parent = ::getpid();
@@ -289,6 +298,7 @@ int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigs
   if (pid == 0) {
     // The child of a threaded process: async-signal-safe calls only, up to the exec.
     ::close(report[0]);
+    if (own_group) ::setpgid(0, 0);
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     for (int sig = 1; sig < NSIG; ++sig)
@@ -305,6 +315,9 @@ int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigs
     ::_exit(127);
   }
   const int fork_error = errno;
+  // Both sides set the group, as a shell does: whichever runs first, the command is in it before the
+  // parent goes on (EACCES once it has exec'd is fine: it did so itself).
+  if (pid > 0 && own_group) ::setpgid(pid, pid);
   ::close(report[1]);
   int rc = 0;
   if (pid < 0) {
@@ -602,8 +615,17 @@ int run_command(const run_options& o, int& reraise) {
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
+    // At a terminal the command shares redlease's process group, so that job control (Ctrl-C, Ctrl-Z,
+    // fg, reading the terminal) treats both as one job, as a shell would; the signals the terminal
+    // sends reach it directly and are not forwarded. Without a controlling terminal (systemd, cron,
+    // CI, ssh or docker without a tty) there is no job control to keep: the command gets a group of
+    // its own, and what redlease sends goes to that group, as timeout(1) does. A signal sent to
+    // redlease's group (`timeout` in a script, `kill -- -PGID`) then reaches each of the command's
+    // processes once, not twice, and a lost lock stops the processes the command started too (a
+    // `sh -c 'a; b'` whose shell alone was killed left `a` running without the lock).
+    const bool own_group = !has_controlling_terminal();
     pid_t pid = -1;
-    int rc = spawn_command(argv, envp, previous, defaults, pid);
+    int rc = spawn_command(argv, envp, previous, defaults, own_group, pid);
     if (rc != 0) {
       int status = rc == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
       std::string msg = printable(o.command.front()) + ": " +
@@ -618,6 +640,7 @@ int run_command(const run_options& o, int& reraise) {
         .say("started " + printable(o.command.front()) + " (pid " + std::to_string(pid) + ")");
 
     // ---- supervise
+    const pid_t target = own_group ? -pid : pid;  // whom kill() reaches: the command, or its group
     int wstatus = 0;
     bool lost = false, killed = false;
     std::optional<steady::time_point> kill_at;
@@ -632,7 +655,7 @@ int run_command(const run_options& o, int& reraise) {
         if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
           lost = true;
           report_lost(reason_name(static_cast<lost_reason>(why)));
-          ::kill(pid, SIGTERM);
+          ::kill(target, SIGTERM);
           rep(reporter::notice, "terminating")
               .num("pid", pid)
               .str("signal", "SIGTERM")
@@ -642,7 +665,7 @@ int run_command(const run_options& o, int& reraise) {
       }
       if (kill_at && !killed && steady::now() >= *kill_at) {
         killed = true;
-        ::kill(pid, SIGKILL);
+        ::kill(target, SIGKILL);
         rep(reporter::notice, "killing")
             .num("pid", pid)
             .str("signal", "SIGKILL")
@@ -661,8 +684,8 @@ int run_command(const run_options& o, int& reraise) {
         if (sig == SIGCHLD) continue;
         // A signal the terminal sent (Ctrl-C, Ctrl-\) went to the child too: it shares our process
         // group. Forward only those sent to redlease itself.
-        if (si.ssi_code == SI_KERNEL) continue;
-        ::kill(pid, sig);
+        if (si.ssi_code == SI_KERNEL && !own_group) continue;
+        ::kill(target, sig);
         rep(reporter::verbose_only, "signal")
             .num("pid", pid)
             .str("signal", signal_name(sig))
@@ -719,7 +742,8 @@ void setup_run(CLI::App& app, action_t& action) {
       "Form: redlease run NAME [OPTIONS] -- COMMAND [ARGS...]   (put -- before the command)\n"
       "The command gets REDLEASE_LOCK_NAME and REDLEASE_FENCING_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
-      "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76.\n"
+      "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76. Without a terminal the\n"
+      "command has a process group of its own, and these go to the whole group.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
       "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
       "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"

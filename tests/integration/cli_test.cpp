@@ -32,6 +32,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
+/// Whether the process `pid` runs: gone, or a zombie nobody reaps (a container's init may not), is not.
+bool process_running(const std::string& pid) {
+  std::string stat = read_whole_file("/proc/" + pid + "/stat");
+  auto close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
 void write_file(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::binary);
   out << text;
@@ -528,6 +535,51 @@ TEST_F(cli_test, signals_are_forwarded_and_the_lock_released) {
   }
 }
 
+// Without a controlling terminal (cron, systemd, CI: `setsid` here) the command runs in a process
+// group of its own, and redlease signals that group. A signal sent to redlease's whole group, as
+// timeout(1) sends it, reaches the command once (forwarded), not twice; the processes the command
+// started get it too. Before, the command heard it directly and again forwarded, and a TERM handler
+// that treats the second as "abort now" (Go's NotifyContext, asyncio) never finished its cleanup.
+TEST_F(cli_test, a_signal_to_redleases_group_reaches_the_command_once) {
+  // The command counts the TERMs it gets (perl counts each delivery, even two before its handler
+  // runs), then exits 0 a little after the first; its child sleeps and says whether TERM reached it.
+  write_file(path("count.pl"),
+             "my $first = 0;\n"
+             "$SIG{TERM} = sub { open(my $f, '>>', '" + path("terms") + "'); print $f \"t\\n\"; close $f; $first ||= 1; };\n"
+             "my $kid = fork; if ($kid == 0) { $SIG{TERM} = sub { open(my $f, '>', '" + path("kid") +
+             "'); print $f \"term\\n\"; close $f; exit 0 }; sleep 30; exit 0 }\n"
+             "open(my $r, '>', '" + path("ready") + "'); close $r;\n"
+             "my $after = 0; for (1 .. 1500) { select(undef, undef, undef, 0.02); $after++ if $first; last if $after > 15 }\n"
+             "waitpid($kid, 0); exit 0;\n");
+  write_file(path("launch.sh"), "setsid -w '" + std::string(REDLEASE_CLI_PATH) + "' run grp --redis " + url() +
+                                    " -- perl " + path("count.pl") + " & p=$!\n"
+                                    "i=0; while [ ! -e " + path("ready") + " ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i+1)); done\n"
+                                    "kill -TERM -- -$p\nwait $p\n");
+  const std::string cmd = "bash " + path("launch.sh");
+  const int st = std::system(cmd.c_str());
+  ASSERT_TRUE(WIFEXITED(st)) << cmd;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << cmd;
+  EXPECT_EQ(read_whole_file(path("terms")), "t\n") << "the command got the group's TERM more than once (or not at all)";
+  EXPECT_EQ(read_whole_file(path("kid")), "term\n") << "the command's own child did not get the TERM";
+  EXPECT_FALSE(exists("grp"));
+}
+
+// A lost lock stops the processes the command started as well, when the command has a group of its
+// own (no terminal): killing only the shell of `sh -c 'a; b'` left `a` running without the lock.
+TEST_F(cli_test, a_lost_lock_stops_the_commands_children_too) {
+  const std::string body = "sleep 30 & echo $! > " + path("kid") + "; echo > " + path("ready") + "; wait";
+  write_file(path("launch.sh"), "exec setsid -w '" + std::string(REDLEASE_CLI_PATH) + "' run lostkids --redis " + url() +
+                                    " --watchdog-timeout 600ms --kill-after 300ms -- sh -c '" + body + "'\n");
+  cli_process p("/bin/bash", {path("launch.sh")}, {}, path("out"), path("err"));
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  const std::string kid = read_whole_file(path("kid")).substr(0, read_whole_file(path("kid")).find('\n'));
+  ASSERT_FALSE(kid.empty());
+  ASSERT_EQ(raw()({"DEL", "lostkids"}).integer, 1);
+  EXPECT_EQ(p.wait(), 76) << p.err();
+  EXPECT_TRUE(eventually([&] { return !process_running(kid); }, 5000ms)) << "the command's child ran on without the lock";
+  if (process_running(kid)) ::kill(std::stoi(kid), SIGKILL);
+}
+
 // A command killed by SIGINT or SIGTERM (Ctrl-C, a stop) ends redlease by the same signal once the
 // lock is released: a shell stops the loop or script that ran it only when its child died of the
 // signal (an exit status of 130 does not stop it). Before, redlease exited 128+N.
@@ -585,14 +637,8 @@ TEST_F(cli_test, the_command_does_not_outlive_redlease) {
   const std::string child = read_whole_file(path("pid")).substr(0, read_whole_file(path("pid")).find('\n'));
   ::kill(p.pid(), SIGKILL);
   p.wait();
-  // Gone, or a zombie nobody reaps (a container's init may not): not running.
-  auto running = [&] {
-    std::string stat = read_whole_file("/proc/" + child + "/stat");
-    auto close = stat.rfind(')');
-    return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-  };
-  EXPECT_TRUE(eventually([&] { return !running(); }, 5000ms)) << "the command ran on after redlease was killed";
-  if (running()) ::kill(std::stoi(child), SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !process_running(child); }, 5000ms)) << "the command ran on after redlease was killed";
+  if (process_running(child)) ::kill(std::stoi(child), SIGKILL);
 }
 
 TEST_F(cli_test, command_sees_the_lock_name_and_no_redlease_descriptors) {
