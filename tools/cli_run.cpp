@@ -284,13 +284,14 @@ bool has_controlling_terminal() {
 }
 
 // Starts the command with the signal mask `mask` and the signals in `defaults` at their defaults,
-// in a process group of its own when `own_group`.
+// in a process group of its own when `own_group` (cleared when it could not get one: then kill()
+// must name the pid, not a group that does not exist).
 // The command must not run on without the lock: if redlease dies (SIGKILL, the OOM killer, a crash)
 // the kernel kills it (PR_SET_PDEATHSIG, which posix_spawn cannot ask for). The signal follows the
 // thread that forked, so this runs on the thread that waits for the command. Returns 0 and the pid,
 // or the errno of the fork or the exec (ENOENT: not found).
 int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigset_t& mask, const sigset_t& defaults,
-                  bool own_group, pid_t& pid) {
+                  bool& own_group, pid_t& pid) {
   int report[2];
   if (::pipe2(report, O_CLOEXEC) != 0) return errno;
   const pid_t parent = ::getpid();
@@ -317,7 +318,10 @@ int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigs
   const int fork_error = errno;
   // Both sides set the group, as a shell does: whichever runs first, the command is in it before the
   // parent goes on (EACCES once it has exec'd is fine: it did so itself).
-  if (pid > 0 && own_group) ::setpgid(pid, pid);
+  if (pid > 0 && own_group) {
+    ::setpgid(pid, pid);
+    own_group = ::getpgid(pid) == pid;
+  }
   ::close(report[1]);
   int rc = 0;
   if (pid < 0) {
@@ -623,7 +627,7 @@ int run_command(const run_options& o, int& reraise) {
     // redlease's group (`timeout` in a script, `kill -- -PGID`) then reaches each of the command's
     // processes once, not twice, and a lost lock stops the processes the command started too (a
     // `sh -c 'a; b'` whose shell alone was killed left `a` running without the lock).
-    const bool own_group = !has_controlling_terminal();
+    bool own_group = !has_controlling_terminal();
     pid_t pid = -1;
     int rc = spawn_command(argv, envp, previous, defaults, own_group, pid);
     if (rc != 0) {
