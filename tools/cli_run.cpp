@@ -317,7 +317,8 @@ int spawn_command(std::vector<char*>& argv, std::vector<char*>& envp, const sigs
   }
   const int fork_error = errno;
   // Both sides set the group, as a shell does: whichever runs first, the command is in it before the
-  // parent goes on (EACCES once it has exec'd is fine: it did so itself).
+  // parent goes on (EACCES once it has exec'd is fine: it did so itself). getpgid then says whether
+  // it leads a group of its own (not if the command moved itself elsewhere first).
   if (pid > 0 && own_group) {
     ::setpgid(pid, pid);
     own_group = ::getpgid(pid) == pid;
@@ -686,8 +687,8 @@ int run_command(const run_options& o, int& reraise) {
       for (const auto& si : read_signals(sigfd.get())) {
         int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGCHLD) continue;
-        // A signal the terminal sent (Ctrl-C, Ctrl-\) went to the child too: it shares our process
-        // group. Forward only those sent to redlease itself.
+        // A signal the terminal sent (Ctrl-C, Ctrl-\) went to the child too when it shares our
+        // process group (at a terminal). Forward only those sent to redlease itself then.
         if (si.ssi_code == SI_KERNEL && !own_group) continue;
         ::kill(target, sig);
         rep(reporter::verbose_only, "signal")
