@@ -31,7 +31,7 @@ client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_e
     ex_ = guarded_executor<asio::io_context::executor_type>(own_ctx_->get_executor(), guard_.get());
   }
   board_ = std::make_shared<sync_board>(ex_);
-  topo_ = cfg_.sentinel.nodes.empty() ? make_standalone(ex_, cfg_) : make_sentinel(ex_, cfg_);
+  topo_ = make_topology(ex_, cfg_);
   locks_ = std::make_unique<lock_service>(*this);
   topo_->set_events({[this] { locks_->on_command_connection_up(); },
                      [this](const std::string& what) { locks_->on_failover(what); }});

@@ -138,18 +138,27 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     close_hooks_.emplace_back(std::move(alive), std::move(fn));
   }
 
-  // Executor only: the node that serves `key` (see topology and node for exec and exec_script).
-  node& route(std::string_view key) { return topo_->route(key); }
+  // Executor only: a keyed request, handed whole to the topology (see keyed_request).
+  void exec(keyed_request r) { topo_->exec(std::move(r)); }
   // Executor only. Runs on the node of `key`. `h` gets (ec, reply); an error reply is mapped to its
   // code (the reply is kept).
   void exec(std::string_view key, std::string payload, reply_handler h, bool idempotent = false) {
-    route(key).exec(std::move(payload), std::move(h), idempotent);
+    topo_->exec(keyed_request::command(key, std::move(payload), std::move(h), idempotent));
   }
   // Executor only. EVALSHA with EVAL fallback on NOSCRIPT, on the node of `key` (the script's
   // first key). `args` holds numkeys, keys and arguments.
   void exec_script(std::string_view key, const lua_script& s, arg_list args, reply_handler h,
                    bool idempotent = false, bool always_eval = false) {
-    route(key).exec_script(s, std::move(args), std::move(h), idempotent, always_eval);
+    auto r = keyed_request::script_call(key, s, std::move(args), std::move(h), idempotent);
+    r.always_eval = always_eval;
+    topo_->exec(std::move(r));
+  }
+  // Executor only. As exec_script, with replica acknowledgement (node::exec_script_acked).
+  void exec_script_acked(std::string_view key, const lua_script& s, arg_list args, reply_handler h,
+                         bool idempotent = false) {
+    auto r = keyed_request::script_call(key, s, std::move(args), std::move(h), idempotent);
+    r.what = keyed_request::kind::script_acked;
+    topo_->exec(std::move(r));
   }
 
   topology& topo() noexcept { return *topo_; }

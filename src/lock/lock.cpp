@@ -5,6 +5,7 @@
 
 #include "client_impl.hpp"
 #include "lock/lock_service.hpp"
+#include "lock/protocol.hpp"
 #include "redlease/client.hpp"
 
 namespace redlease {
@@ -145,26 +146,30 @@ void lock_handle::async_force_unlock_impl(bool_handler h) {
 }
 
 void lock_handle::async_is_locked_impl(bool_handler h) {
+  const auto& proto = protocol_of(kind_);
   std::string p;
-  encode_command(p, {"EXISTS", name_});
-  client_->run_or_fail([c = client_, name = name_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+  proto.encode_is_locked(p, name_);
+  client_->run_or_fail([c = client_, name = name_, &proto, p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, false);
-    c->exec(name, std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    c->exec(name, std::move(p), [&proto, h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, false);
-      h({}, r.is_integer() && r.integer > 0);
+      auto locked = proto.decode_is_locked(r);
+      h({}, locked.value_or(false));
     }, true);
   });
 }
 
 void lock_handle::async_remaining_ttl_impl(int_handler h) {
+  const auto& proto = protocol_of(kind_);
   std::string p;
-  encode_command(p, {"PTTL", name_});
-  client_->run_or_fail([c = client_, name = name_, p = std::move(p), h = std::move(h)](bool closed) mutable {
+  proto.encode_remaining_ttl(p, name_);
+  client_->run_or_fail([c = client_, name = name_, &proto, p = std::move(p), h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed, 0);
-    c->exec(name, std::move(p), [h = std::move(h)](std::error_code ec, reply r) mutable {
+    c->exec(name, std::move(p), [&proto, h = std::move(h)](std::error_code ec, reply r) mutable {
       if (ec) return h(ec, -2);
-      if (!r.is_integer()) return h(errc::bad_reply, -2);
-      h({}, r.integer);
+      auto ttl = proto.decode_remaining_ttl(r);
+      if (!ttl) return h(errc::bad_reply, -2);
+      h({}, *ttl);
     }, true);
   });
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "callback_slot.hpp"
+#include "net/script.hpp"
 #include "net/subscriber.hpp"
 #include "redlease/lock.hpp"
 #include "watchdog/scheduler.hpp"
@@ -28,6 +29,7 @@ namespace redlease::detail {
 
 class client_impl;
 class lock_protocol;
+class renewal_codec;
 enum class wake_policy;
 class node;
 
@@ -50,12 +52,6 @@ struct acquire_cancel {
 
 // max_duration (redlease/lock.hpp): the longest lease or wait, and the longest delay the engine
 // adds to the clock.
-
-/// The unlock channel of a lock, as Redisson names it: `prefix:{name}`, or `prefix:name` when the
-/// name already contains a `{` (so the channel shares the key's cluster slot).
-std::string lock_channel(std::string_view name, lock_kind kind);
-/// The latch key of one release request (Redisson's name: `redisson_unlock_latch:{name}:<id>`).
-std::string latch_key(std::string_view name, std::string_view request);
 
 class lock_service {
  public:
@@ -137,6 +133,7 @@ class lock_service {
                     ms allowance, unique_function<void()> then = nullptr, std::string request = {},
                     bool unordered = false);
   struct undo_round;
+  void send_behind(std::string_view key, const lua_script& s, arg_list a, reply_handler h);
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   bool undo_may_race(const undo_round& r) const;
   void sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, int left);
@@ -158,7 +155,7 @@ class lock_service {
   };
   void send_renewals(std::vector<std::shared_ptr<hold>> batch, const renew_context& ctx);
   void on_renewed(const std::vector<std::shared_ptr<hold>>& batch, clock::time_point sent, const renew_context& ctx,
-                  std::error_code ec, const reply& r);
+                  std::error_code ec, const reply& r, const renewal_codec& codec);
   void verify_later(std::shared_ptr<hold> h, const renew_context& ctx);
   void drop_lost_level(hold& h, std::optional<lost_reason> why = std::nullopt);
   // One release of a hold, of any kind, and its retries (exactly once: see release.lua's latch).
@@ -168,7 +165,7 @@ class lock_service {
                     void_handler done);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
-  void exec_release(node& n, const lock_protocol& proto, arg_list a, reply_handler h);
+  void exec_release(std::string_view key, const lock_protocol& proto, arg_list a, reply_handler h);
 
   // waiting
   void start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl);

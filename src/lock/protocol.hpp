@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "net/resp.hpp"
 #include "net/script.hpp"
@@ -26,6 +28,7 @@ struct acquire_request {
   bool fenced = false;     // return a fencing token with the grant
   ms allowance{0};         // the place kept in a queue after each call (fair lock); 0: never queued
   bool queue = false;      // the acquisition waits if it does not get the lock (fair lock: join the queue)
+  long long amount = 1;    // how many units one acquisition takes (a semaphore's permits); 1 for a lock
 };
 
 /// What an acquisition attempt's reply says.
@@ -37,6 +40,9 @@ struct acquire_result {
   // busy: the caller waits in a queue behind another waiter, which alone is handed the lock next
   // (a fair lock): it need not watch for a free lock as often as a waiter at the head.
   bool behind = false;
+  // granted: the ids of what was granted (a permit-expirable semaphore's permits); empty for a lock,
+  // whose hold is known by its owner's field or its attempt's id.
+  std::vector<std::string> ids;
 };
 
 /// What one release sends (see release.lua for the reentrant meaning of each).
@@ -58,6 +64,41 @@ enum class wake_policy { none, one, all };
 /// What a release's reply says.
 enum class release_result { freed, decremented, not_held, bad };
 
+/// One hold in a watchdog renewal call.
+struct renew_item {
+  std::string_view name;
+  std::string_view id;  // the hold's token (kinds with `per_attempt_id`), else its owner's field
+  bool by_owner = true; // `id` is the owner's field (a run of one owner's holds may send it once)
+  char letter = 'h';    // the kind's letter in its renewal script (lock_protocol::renew_letter)
+};
+
+/// What a renewal call says of one of its holds.
+enum class renew_outcome {
+  renewed,    // the lease was set again (or, when only checking, the hold is there)
+  gone,       // the key is gone (deleted, expired, or not on a new master)
+  taken,      // another owner holds it
+  wrong_type, // a key of another type stands in its place
+  bad_count,  // the hold count is not one this client made
+  unknown,    // the reply said nothing of it (an error, a reply no script sends)
+};
+
+/// The watchdog's script for some kinds and how its arguments and reply read. Holds whose kinds
+/// share one codec go in one call. Sans-io; the objects live for ever and are thread-safe.
+class renewal_codec {
+ public:
+  virtual ~renewal_codec() = default;
+  virtual const lua_script& script() const = 0;
+  /// The arguments for `items` (one slot's keys); `lease` 0 checks ownership and leaves the lease.
+  virtual void encode(arg_list& a, std::span<const renew_item> items, ms lease) const = 0;
+  /// Fills `out` (one per item, in order) from the call's reply.
+  virtual void decode(const reply& r, std::span<renew_outcome> out) const = 0;
+};
+
+/// renew.lua's and rw_renew.lua's codec: KEYS the names; ARGV the lease, one letter per key, one id
+/// per key (empty: the previous one); the reply lists the failures only, as pairs {index, code}
+/// (0 gone, 2 taken, 3 wrong type, 4 a count this client did not make).
+const renewal_codec& renew_lua_codec();
+const renewal_codec& rw_renew_lua_codec();
 class lock_protocol {
  public:
   virtual ~lock_protocol() = default;
@@ -134,11 +175,20 @@ class lock_protocol {
   virtual const lua_script* undo_script(bool allow_oom) const { return release_script(allow_oom); }
   virtual void encode_undo(arg_list& a, const release_request& r) const = 0;
 
-  /// The watchdog's script for this kind (renew.lua, or rw_renew.lua for read-write holds; both take
-  /// a lease, one letter per key and one id per key), and this kind's letter in it ("h": a hash
-  /// field, "s": a string token, "r"/"w": a read or write hold). Holds of one script share a call.
-  virtual const lua_script& renew_script() const = 0;
+  /// The watchdog's renewal of this kind's holds (holds whose kinds share a codec share a call), and
+  /// this kind's letter in it ("h": a hash field, "s": a string token, "r"/"w": a read or write hold).
+  virtual const renewal_codec& renewal() const = 0;
   virtual char renew_letter() const = 0;
+  /// Whether a grant is a hold the client keeps, renews and releases. A wait that only waits (a
+  /// count-down latch's await) is granted and forgotten: no hold, no renewal.
+  virtual bool grant_is_hold() const { return true; }
+
+  /// A status read of the lock's key: whether it exists (EXISTS) and its remaining TTL in ms (PTTL:
+  /// -1 no expiry, -2 no key).
+  virtual void encode_is_locked(std::string& out, std::string_view name) const;
+  virtual std::optional<bool> decode_is_locked(const reply& r) const;
+  virtual void encode_remaining_ttl(std::string& out, std::string_view name) const;
+  virtual std::optional<long long> decode_remaining_ttl(const reply& r) const;
 
   /// The command that reads how many holds an owner has, and its reply (`token`: the hold's).
   virtual void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const = 0;

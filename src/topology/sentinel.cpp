@@ -98,13 +98,16 @@ class sentinel_topology final : public topology, private subscriber::listener {
     query_->close();
   }
 
-  node& route(std::string_view) override { return master_; }
+  bool promotes_replicas() const override { return true; }
   subscriber& sub_for(std::string_view) override { return sub_; }
   void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
     f(*master_.conn_ptr(), false);
     f(sub_.conn(), true);
   }
   void for_each_node(const std::function<void(const node&)>& f) const override { f(master_); }
+
+ protected:
+  node& route(std::string_view) override { return master_; }
 
  private:
   void on_query_up() {

@@ -21,13 +21,15 @@ class standalone final : public topology {
     sub_.close();
     node_.close();
   }
-  node& route(std::string_view) override { return node_; }
   subscriber& sub_for(std::string_view) override { return sub_; }
   void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
     f(*node_.conn_ptr(), false);
     f(sub_.conn(), true);
   }
   void for_each_node(const std::function<void(const node&)>& f) const override { f(node_); }
+
+ protected:
+  node& route(std::string_view) override { return node_; }
 
  private:
   node node_;

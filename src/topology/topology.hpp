@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The deployment seam. A topology decides which node serves a keyed request and owns the
 // connections to its nodes: one server (standalone), a master found through Sentinels, and next a
-// Redis Cluster (slot routing) or several independent masters (RedLock). The lock layer asks it for
-// the node of a key and the subscriber of a channel, and is told when ownership of keys may have
-// moved; it never knows which deployment it runs on. Executor only, except construction.
+// Redis Cluster (slot routing) or several independent masters (RedLock). The lock layer hands it
+// whole keyed requests (it never holds a node: the topology is the one place that routes, and could
+// re-route or follow a redirect), asks it for the subscriber of a channel, and is told when ownership
+// of keys may have moved; it never knows which deployment it runs on. Executor only, except
+// construction.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,33 @@ struct topology_events {
   std::function<void(const std::string& what)> on_failover;
 };
 
+/// One request, whole, as the lock layer hands it to the topology: the key that routes it, and what
+/// to send. `key` is read during `topology::exec` only (a topology keeps what it needs of it).
+struct keyed_request {
+  enum class kind : std::uint8_t {
+    command,       // `payload`, one encoded command
+    script,        // `script` with `args` (EVALSHA, EVAL after NOSCRIPT)
+    script_acked,  // as script, then WAIT when replica acknowledgement is on (node::exec_script_acked)
+  };
+  std::string_view key;  // routes it: a command's key, a script's first key; empty: any node
+  kind what = kind::command;
+  const lua_script* script = nullptr;
+  arg_list args;        // a script's numkeys, keys and arguments
+  std::string payload;  // a command's bytes
+  bool idempotent = false;  // safe to send again if the connection drops after it was written
+  // Goes out as EVAL (no NOSCRIPT round): it must run before what is queued after it (an undo).
+  bool always_eval = false;
+  // Must reach the node that served the previous request of this key, right behind it (the undo of
+  // an attempt whose reply never came): a topology that moves keys never re-routes it to another
+  // node on its own, and fails it instead when that node is gone.
+  bool follows = false;
+  reply_handler handler;
+
+  static keyed_request command(std::string_view key, std::string payload, reply_handler h, bool idempotent = false);
+  static keyed_request script_call(std::string_view key, const lua_script& s, arg_list a, reply_handler h,
+                                   bool idempotent = false);
+};
+
 class topology {
  public:
   virtual ~topology() = default;
@@ -33,8 +62,12 @@ class topology {
   virtual void start() = 0;
   /// Fails everything in flight with client_closed and stops for good.
   virtual void close() = 0;
-  /// The node that serves `key` (every key, in a deployment with one master).
-  virtual node& route(std::string_view key) = 0;
+  /// Sends `r` to the node that serves `r.key`; its handler gets (ec, reply) as node::exec says.
+  /// The one way the lock layer reaches a node.
+  virtual void exec(keyed_request r);
+  /// Whether this deployment promotes a replica when a master fails (Sentinel, Cluster): a READONLY
+  /// reply then means a demoted master, a passing state, not a configuration.
+  virtual bool promotes_replicas() const { return false; }
   /// Keys with equal batch ids may go together in one script call (a cluster: the same slot).
   virtual std::uint64_t batch_id(std::string_view /*key*/) const { return 0; }
   /// The pub/sub connection that carries `channel`.
@@ -46,9 +79,13 @@ class topology {
   void set_events(topology_events e) { events_ = std::move(e); }
 
  protected:
+  /// The node that serves `key` (every key, in a deployment with one master).
+  virtual node& route(std::string_view key) = 0;
   topology_events events_;
 };
 
+/// The deployment `cfg` describes: Sentinel when it names Sentinels, else one server.
+std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg);
 /// One server: the config's host/port or unix socket.
 std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg);
 /// A master found through the Sentinels of `cfg.sentinel`.

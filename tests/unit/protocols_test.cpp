@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "lock/naming.hpp"
 #include "lock/protocol.hpp"
 
 namespace redlease::detail {
@@ -128,6 +129,76 @@ TEST(protocols_test, a_write_release_wakes_all_and_an_unlock_wakes_one) {
     EXPECT_EQ(protocol_of(kind).wakes("0"), wake_policy::one);
     EXPECT_EQ(protocol_of(kind).wakes("garbage"), wake_policy::one);  // it re-checks: a wasted call at worst
   }
+}
+
+// One hash-tag rule for every derived name (Redisson's prefixName): a name with its own tag keeps it.
+TEST(protocols_test, derived_names_share_the_locks_slot) {
+  EXPECT_EQ(tagged("redisson_lock__channel", "orders:42"), "redisson_lock__channel:{orders:42}");
+  EXPECT_EQ(tagged("redisson_lock__channel", "{orders}:42"), "redisson_lock__channel:{orders}:42");
+  EXPECT_EQ(latch_key("job", "r1"), "redisson_unlock_latch:{job}:r1");
+  EXPECT_EQ(latch_key("{job}x", "r1"), "redisson_unlock_latch:{job}x:r1");
+  EXPECT_EQ(protocol_of(lock_kind::read).channel("n"), "redisson_rwlock:{n}");
+  EXPECT_EQ(protocol_of(lock_kind::fair).waiter_channel("n", "u:1"), "redisson_lock__channel:{n}:u:1");
+}
+
+// The renewal's wire layout is the codec's: KEYS the names, ARGV the lease, the letters, and one id
+// per key, a run of one owner's fields sent once; tokens are never elided.
+TEST(protocols_test, a_renewal_encodes_each_owner_run_once) {
+  const auto& codec = protocol_of(lock_kind::reentrant).renewal();
+  EXPECT_EQ(&codec, &protocol_of(lock_kind::mutex).renewal());  // one call for both kinds
+  EXPECT_EQ(&codec, &protocol_of(lock_kind::fair).renewal());
+  EXPECT_EQ(&protocol_of(lock_kind::read).renewal(), &protocol_of(lock_kind::write).renewal());
+  EXPECT_NE(&codec, &protocol_of(lock_kind::read).renewal());
+  std::vector<renew_item> items{{"a", "u:1", true, 'h'},
+                                {"b", "u:1", true, 'h'},
+                                {"c", "tok", false, 's'},
+                                {"d", "tok", false, 's'},
+                                {"e", "u:1", true, 'h'},
+                                {"f", "u:2", true, 'h'}};
+  arg_list a;
+  codec.encode(a, items, ms(30000));
+  EXPECT_EQ(args_of(a), (std::vector<std::string>{"6", "a", "b", "c", "d", "e", "f", "30000", "hhsshh", "u:1", "",
+                                                  "tok", "tok", "u:1", "u:2"}));
+  arg_list check;
+  codec.encode(check, std::span(items).first(1), ms(0));
+  EXPECT_EQ(args_of(check), (std::vector<std::string>{"1", "a", "0", "h", "u:1"}));
+}
+
+TEST(protocols_test, a_renewal_reply_lists_failures_only) {
+  const auto& codec = protocol_of(lock_kind::write).renewal();
+  std::vector<renew_outcome> out(6);
+  codec.decode(array({integer(2), integer(0), integer(3), integer(2), integer(4), integer(3), integer(5),
+                      integer(4), integer(6), integer(9), integer(99), integer(0)}),
+               out);
+  EXPECT_EQ(out, (std::vector<renew_outcome>{renew_outcome::renewed, renew_outcome::gone, renew_outcome::taken,
+                                             renew_outcome::wrong_type, renew_outcome::bad_count,
+                                             renew_outcome::unknown}));
+  codec.decode(bulk("OK"), out);  // no script sends it: nothing is known of any hold
+  for (auto o : out) EXPECT_EQ(o, renew_outcome::unknown);
+}
+
+// What the semaphore and latch kinds will need from the seam, as today's kinds leave it: one unit per
+// acquisition, a grant that names nothing, and every grant a hold.
+TEST(protocols_test, todays_kinds_take_one_unit_and_every_grant_is_a_hold) {
+  acquire_request r{"n", "u:1", "", ms(1000), false, ms(0), true};
+  EXPECT_EQ(r.amount, 1);
+  for (auto kind : {lock_kind::reentrant, lock_kind::mutex, lock_kind::fair, lock_kind::read, lock_kind::write}) {
+    const auto& p = protocol_of(kind);
+    EXPECT_TRUE(p.grant_is_hold());
+    auto g = p.decode_acquire(reply{});
+    EXPECT_EQ(g.what, k::granted);
+    EXPECT_TRUE(g.ids.empty());
+    std::string cmd;
+    p.encode_remaining_ttl(cmd, "n");
+    EXPECT_EQ(cmd, "*2\r\n$4\r\nPTTL\r\n$1\r\nn\r\n");
+    EXPECT_EQ(p.decode_remaining_ttl(integer(-2)), -2);
+    EXPECT_EQ(p.decode_remaining_ttl(bulk("x")), std::nullopt);
+    EXPECT_EQ(p.decode_is_locked(integer(1)), true);
+    EXPECT_EQ(p.decode_is_locked(integer(0)), false);
+  }
+  // The key type a release checks a WRONGTYPE against: only the mutex's is a string.
+  EXPECT_EQ(protocol_of(lock_kind::mutex).key_type(), "string");
+  EXPECT_EQ(protocol_of(lock_kind::fair).key_type(), "hash");
 }
 
 }  // namespace

@@ -1,0 +1,19 @@
+// SPDX-License-Identifier: MIT
+// Redisson's naming rule for the keys and channels that go with a lock, in one place: every name
+// derived from a lock's name shares its cluster slot.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace redlease::detail {
+
+/// `prefix:{name}`, or `prefix:name` when the name already contains a `{` (its own hash tag then
+/// decides the slot). Redisson's `prefixName`. Thread-safe (pure).
+std::string tagged(std::string_view prefix, std::string_view name);
+
+/// The latch key of one release request: `redisson_unlock_latch:{name}:<request>` (Redisson's
+/// name), so that it shares the lock's cluster slot. Thread-safe (pure).
+std::string latch_key(std::string_view name, std::string_view request);
+
+}  // namespace redlease::detail
