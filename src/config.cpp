@@ -6,7 +6,7 @@
 #include <string>
 
 #include "redlease/error.hpp"
-#include "redlease/lock.hpp"
+#include "redlease/detail/limits.hpp"
 
 namespace redlease {
 namespace {

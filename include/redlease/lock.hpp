@@ -22,6 +22,7 @@
 #include <system_error>
 
 #include "redlease/detail/async.hpp"
+#include "redlease/detail/limits.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease {
@@ -110,10 +111,6 @@ enum class lock_kind : std::uint8_t {
 };
 
 namespace detail {
-
-/// The longest duration accepted for a lease or a wait (about 34 years): anything longer is
-/// rejected as invalid rather than overflowing time arithmetic.
-inline constexpr std::chrono::milliseconds max_duration{1LL << 40};
 
 /// A wait of `d` milliseconds in whole milliseconds, rounded up and saturated at
 /// ±`max_duration`: a TimedLockable wait of any length and unit converts without overflow.

@@ -21,7 +21,7 @@ bool lock_service::hold_eq::operator()(const std::shared_ptr<hold>& a, const std
   return a->name == b->name && a->owner == b->owner && a->kind == b->kind;
 }
 
-lock_service::lock_service(client_impl& c)
+lock_service::lock_service(lock_runtime& c)
     : c_(c),
       // Renewals due within a quarter of the interval of each other go out together (at 75-100% of the
       // interval, with two thirds of the lease or more left); once renewed together they stay aligned.

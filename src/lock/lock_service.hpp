@@ -20,16 +20,19 @@
 #include <vector>
 
 #include "callback_slot.hpp"
-#include "net/script.hpp"
-#include "net/subscriber.hpp"
+#include "base/command.hpp"
+#include "base/handlers.hpp"
+#include "base/script.hpp"
 #include "redlease/lock.hpp"
 #include "watchdog/scheduler.hpp"
 
 namespace redlease::detail {
 
-class client_impl;
+class lock_runtime;
 class lock_protocol;
 class renewal_codec;
+struct release_facts;
+struct release_outcome;
 enum class wake_policy;
 class node;
 
@@ -55,7 +58,7 @@ struct acquire_cancel {
 
 class lock_service {
  public:
-  explicit lock_service(client_impl& c);
+  explicit lock_service(lock_runtime& c);
   ~lock_service();
 
   /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
@@ -163,6 +166,8 @@ class lock_service {
   void release_hold(std::shared_ptr<hold> h, std::string name, const lock_protocol& proto, owner_id owner,
                     int attempt_no, long long expected, std::string request, clock::time_point first_sent,
                     void_handler done);
+  release_facts settle_release(hold& h);
+  void apply_release(hold* h, const release_outcome& o, const release_facts& f, clock::time_point sent, ms lease);
   ms latch_ttl() const;
   // The release script: with Redis 7's allow-oom flag where the server takes it (probed once).
   void exec_release(std::string_view key, const lock_protocol& proto, arg_list a, reply_handler h);
@@ -186,7 +191,7 @@ class lock_service {
   void wake(channel_entry& ch, wake_policy how);
   void with_keyspace_state(unique_function<void()> then);
 
-  client_impl& c_;
+  lock_runtime& c_;
   // Guards what view() reads from other threads: the set's structure and each hold's valid_until,
   // lost flag and stop source. Written on the executor only, always under it; never held while
   // user code runs.

@@ -123,8 +123,8 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   send_behind(name, undo, std::move(a), std::move(done));
 }
 
-// An undo, or the give-up that goes with it: as EVAL (no NOSCRIPT round that would requeue it behind
-// the owner's next attempt), to the node that served the attempt, right behind it.
+// An undo, or a give-up of a queue's place: as EVAL (no NOSCRIPT round that would requeue it
+// behind the owner's next attempt), to the node that served the attempt, right behind it.
 void lock_service::send_behind(std::string_view key, const lua_script& s, arg_list a, reply_handler h) {
   auto r = keyed_request::script_call(key, s, std::move(a), std::move(h));
   r.always_eval = true;
@@ -154,7 +154,7 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
   if (r->later && !closed_) {
     auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(c_.cfg().reconnect_max_delay, ms(50)));
     timers_.insert(t);
-    t->async_wait([this, t, r, life = c_.weak_from_this()](std::error_code e) {
+    t->async_wait([this, t, r, life = c_.life()](std::error_code e) {
       if (e) return;  // cancelled by close(): the engine may be gone
       keep_client keep(life);
       if (!keep) return;
@@ -196,7 +196,7 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, 
   if (closed_ || left <= 0 || clock::now() >= r->sweep_until) return;
   auto t = std::make_shared<asio::steady_timer>(c_.executor(), wait);
   timers_.insert(t);
-  t->async_wait([this, t, r = std::move(r), step, left, life = c_.weak_from_this()](std::error_code e) mutable {
+  t->async_wait([this, t, r = std::move(r), step, left, life = c_.life()](std::error_code e) mutable {
     if (e) return;  // cancelled by close(): the engine may be gone
     keep_client keep(life);
     if (!keep) return;
@@ -266,7 +266,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
       if (wait) {
         timer = std::make_shared<asio::steady_timer>(c_.executor(), *wait + c_.cfg().request_timeout);
         timers_.insert(timer);
-        timer->async_wait([this, t = std::weak_ptr(timer), parked, life = c_.weak_from_this()](std::error_code e) {
+        timer->async_wait([this, t = std::weak_ptr(timer), parked, life = c_.life()](std::error_code e) {
           if (e) return;  // cancelled by close() or settled: the engine may be gone
           keep_client keep(life);
           if (!keep) return;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Release with its retries and latch, forced unlock, and the hold count read.
 #include "lock/lock_service_state.hpp"
+#include "lock/release_fsm.hpp"
 
 namespace redlease::detail {
 
@@ -64,13 +65,6 @@ void lock_service::release(std::string name, lock_kind kind, owner_id owner, voi
                std::move(done));
 }
 
-// A release whose reply did not come (the connection dropped, or it timed out and may still run
-// late) is retried in retry mode; the retry goes out on the same connection after the first, so
-// the server sees them in order.
-static bool release_unknown(std::error_code ec) {
-  return outcome_unknown(ec);
-}
-
 // Drops one level of a hold whose lock is gone (marking it lost for `why` if nothing did yet); the
 // hold goes with its last level, so every unlock of a lost reentrant hold reports lock_lost, not
 // just the first.
@@ -109,118 +103,94 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   const auto sent = first_sent != clock::time_point{} || !leaves_levels ? first_sent : clock::now();
   exec_release(
       key, proto, std::move(a),
-      [this, h, name = std::move(name), &proto, owner, attempt_no, expected, request = std::move(request),
-       done = std::move(done), sent, lease](std::error_code ec, reply r) mutable {
+      [this, h, name = std::move(name), &proto, owner, fsm = release_fsm(attempt_no, expected),
+       request = std::move(request), done = std::move(done), sent, lease](std::error_code ec, reply r) mutable {
         // No keep_client here: this runs on every unlock, and mark_lost, the one call below that
         // reaches user code (on_lost, stop callbacks), keeps the client itself and defers its
         // destruction past this handler.
-        if (release_unknown(ec) && attempt_no < 3 && !closed_ && !(h && h->removed)) {
-          // The script may or may not have run. The retry tells it which count to expect, so it
-          // never decrements twice.
-          return release_hold(std::move(h), std::move(name), proto, owner, attempt_no + 1, expected,
-                              std::move(request), sent, std::move(done));
-        }
-        if (ec == errc::wrong_type && h && !h->removed && !h->lost && !closed_) {
-          // WRONGTYPE from the lock's key (someone replaced it with another type: the hold is gone,
-          // as for a deleted key, and the local hold would refuse every acquisition), or from another
-          // key the script reads first (a fair queue of another type: the hold stands). The key's
-          // type tells. The unlock stays out until then (re-entries stay parked).
-          std::string cmd;
-          encode_command(cmd, {"TYPE", name});
-          return c_.exec(name, std::move(cmd),
-                         [this, h, &proto, words = error_text_slot(), done = std::move(done)](std::error_code e,
-                                                                                              reply t) mutable {
-                           --h->releasing;
-                           auto seen = std::exchange(h->loss_seen, std::nullopt);
-                           const bool replaced = !e && t.is_string() && t.str != proto.key_type();
-                           std::error_code answer = errc::wrong_type;
-                           if (closed_) {
-                             answer = errc::client_closed;
-                           } else if (!h->removed && (replaced || h->lost)) {
-                             drop_lost_level(*h, seen.value_or(t.str == "none" ? lost_reason::deleted : lost_reason::taken));
-                             answer = errc::lock_lost;
-                           } else if (seen && !h->lost && !h->removed) {
-                             mark_lost(*h, *seen);  // a renewal found it gone meanwhile: the hold stands no more
-                           }
-                           if (h->releasing == 0) send_after_release(*h);
-                           scoped_error_text scope(std::move(words));  // after on_lost, which may set its own
-                           done(answer);
-                         },
-                         true);
+        switch (fsm.resume(ec, h != nullptr, h && h->removed, h && h->lost, closed_)) {
+          case release_fsm::next::send_again:
+            // The script may or may not have run: sent again in retry mode, expecting the same count.
+            return release_hold(std::move(h), std::move(name), proto, owner, fsm.attempt(), fsm.expected(),
+                                std::move(request), sent, std::move(done));
+          case release_fsm::next::ask_type: {
+            // WRONGTYPE from the lock's key (replaced by another type: the hold is gone, and the local
+            // hold would refuse every acquisition), or from another key the script reads first (a
+            // fair queue of another type: the hold stands). The key's type tells. The unlock stays
+            // out until then (re-entries stay parked).
+            std::string cmd;
+            encode_command(cmd, {"TYPE", name});
+            return c_.exec(name, std::move(cmd),
+                           [this, h, &proto, fsm, words = error_text_slot(), done = std::move(done)](
+                               std::error_code e, reply t) mutable {
+                             const auto f = settle_release(*h);
+                             const std::string_view type = !e && t.is_string() ? std::string_view(t.str) : "";
+                             const auto o = fsm.settle_type(f, e, type, proto.key_type());
+                             apply_release(h.get(), o, f, {}, {});
+                             if (h->releasing == 0) send_after_release(*h);
+                             scoped_error_text scope(std::move(words));  // after on_lost, which may set its own
+                             done(o.result);
+                           },
+                           true);
+          }
+          case release_fsm::next::settle:
+            break;
         }
         // A renewal that found the lock gone while this unlock was out waited for its verdict: on
         // another connection (the lane) the unlock can run first, and then "gone" means released.
-        std::optional<lost_reason> seen;
+        release_facts f;
         if (h) {
-          --h->releasing;
-          seen = std::exchange(h->loss_seen, std::nullopt);
+          f = settle_release(*h);
           if (h->releasing == 0) send_after_release(*h);
         }
-        auto lost_now = [&] {
-          if (seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *seen);
-        };
-        if (ec && h && !h->removed && h->lost && !release_unknown(ec)) {
-          // The hold was found lost before: its level is gone whatever the server says.
-          drop_lost_level(*h);
-          return done(errc::lock_lost);
-        }
-        if (ec) {
-          // Still unknown: the next unlock of this hold must go in retry mode too.
-          if (h && release_unknown(ec)) {
-            h->release_in_doubt = true;
-            h->in_doubt = std::make_unique<hold::doubt>(hold::doubt{request, sent});
-          }
-          if (h) lost_now();
-          return done(ec);
-        }
-        if (h) {
-          h->release_in_doubt = false;
-          h->in_doubt.reset();
-        }
-        bool was_lost = h && h->lost;
-        auto res = proto.decode_release(r);
-        if (res == release_result::bad) {
-          if (h) lost_now();
-          return done(errc::bad_reply);
-        }
-        if (res == release_result::not_held) {
-          if (!h) return done(errc::not_owner);
-          // A retry of the last hold that finds nothing: the first attempt freed it.
-          if (attempt_no > 0 && expected == 1 && !was_lost) {
-            erase(h.get());
-            return done({});
-          }
-          drop_lost_level(*h, seen.value_or(proto.not_held_reason()));
-          return done(errc::lock_lost);
-        }
-        if (!h) return done({});  // held on the server without our knowing (a lost acquire reply)
-        if (was_lost) {
-          drop_lost_level(*h);
-          return done(errc::lock_lost);
-        }
-        if (res == release_result::freed && h->levels.size() > 1) {
-          // Freed with levels left: the server's count was not the one we made (someone overwrote
-          // it). Those levels are gone; the owner hears it now, and from its next unlock.
-          h->levels.pop_back();
-          mark_lost(*h, proto.not_held_reason());
-          return done({});
-        }
-        if (res == release_result::freed || h->levels.size() <= 1) {
-          erase(h.get());
-        } else {
-          h->levels.pop_back();
-          if (proto.release_sets_remaining_lease() && sent != clock::time_point{}) {
-            // The key's TTL now counts from this release, with the lease of the levels left: the
-            // deadline of the level given back (longer or shorter) no longer applies.
-            std::lock_guard<std::mutex> g(view_mu_);
-            h->valid_until = sent + lease;
-          }
-          // Levels remain, so the renewal's "gone" was not this unlock's doing.
-          lost_now();
-          if (!h->lost) reschedule(*h);
-        }
-        done({});
+        f.closed = closed_;
+        f.not_held_reason = proto.not_held_reason();
+        f.sets_remaining_lease = proto.release_sets_remaining_lease() && sent != clock::time_point{};
+        const auto o = fsm.settle(f, ec, ec ? release_result::bad : proto.decode_release(r));
+        if (o.set_in_doubt && h) h->in_doubt = std::make_unique<hold::doubt>(hold::doubt{request, sent});
+        apply_release(h.get(), o, f, sent, lease);
+        done(o.result);
       });
+}
+
+// The facts a release settles on, once its reply (or its TYPE check's) came: this unlock is no
+// longer out, and a renewal's "gone" meanwhile is taken.
+release_facts lock_service::settle_release(hold& h) {
+  --h.releasing;
+  release_facts f;
+  f.has_hold = true;
+  f.removed = h.removed;
+  f.lost = h.lost;
+  f.levels = h.levels.size();
+  f.closed = closed_;
+  f.seen = std::exchange(h.loss_seen, std::nullopt);
+  return f;
+}
+
+// Does what release_fsm decided, in its order. `sent`/`lease`: the deadline of the levels left.
+void lock_service::apply_release(hold* h, const release_outcome& o, const release_facts& f, clock::time_point sent,
+                                 ms lease) {
+  if (h == nullptr) return;
+  if (o.set_in_doubt) h->release_in_doubt = true;
+  if (o.clear_in_doubt) {
+    h->release_in_doubt = false;
+    h->in_doubt.reset();
+  }
+  switch (o.change) {
+    case release_outcome::level::none: break;
+    case release_outcome::level::drop_lost: drop_lost_level(*h, o.drop_reason); break;
+    case release_outcome::level::erase: erase(h); break;
+    case release_outcome::level::pop: h->levels.pop_back(); break;
+  }
+  if (o.mark_lost && !h->lost && !h->removed) mark_lost(*h, *o.mark_lost);
+  if (o.set_deadline) {
+    // The key's TTL now counts from this release, with the lease of the levels left: the deadline
+    // of the level given back (longer or shorter) no longer applies.
+    std::lock_guard<std::mutex> g(view_mu_);
+    h->valid_until = sent + lease;
+  }
+  if (o.report_seen && f.seen && !h->lost && !h->removed && !closed_) mark_lost(*h, *f.seen);
+  if (o.reschedule && !h->lost) reschedule(*h);
 }
 
 // Posted: they run once this reply's handler has settled the hold (erased it, or taken its level).
@@ -229,7 +199,7 @@ void lock_service::send_after_release(const hold& h) {
   if (it == after_release_.end()) return;
   auto parked = std::move(it->second);
   after_release_.erase(it);
-  asio::post(c_.executor(), [life = c_.weak_from_this(), parked = std::move(parked)]() mutable {
+  asio::post(c_.executor(), [life = c_.life(), parked = std::move(parked)]() mutable {
     keep_client keep(life);
     if (!keep) return;
     for (auto& f : parked) f();  // after close(), each completes with client_closed

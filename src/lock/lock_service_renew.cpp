@@ -16,7 +16,7 @@ void lock_service::arm_watchdog() {
   if (next >= wd_armed_at_) return;
   wd_armed_at_ = next;
   wd_timer_.expires_at(next);
-  wd_timer_.async_wait([this, next, life = c_.weak_from_this()](std::error_code ec) {
+  wd_timer_.async_wait([this, next, life = c_.life()](std::error_code ec) {
     if (ec) return;
     // The client may be gone (this handler was queued before it closed), and on_lost may run below.
     keep_client keep(life);
@@ -190,7 +190,7 @@ void lock_service::on_failover(const std::string& what) {
 void lock_service::verify_later(std::shared_ptr<hold> h, const renew_context& ctx) {
   auto t = std::make_shared<asio::steady_timer>(c_.executor(), std::max<ms>(interval_ / 4, ms(5)));
   timers_.insert(t);
-  t->async_wait([this, t, h = std::move(h), ctx, life = c_.weak_from_this()](std::error_code ec) {
+  t->async_wait([this, t, h = std::move(h), ctx, life = c_.life()](std::error_code ec) {
     if (ec) return;  // cancelled by close(): the engine may be gone
     keep_client keep(life);
     if (!keep) return;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "background.hpp"
-#include "client_impl.hpp"
+#include "runtime/lock_runtime.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
@@ -71,8 +71,8 @@ inline bool valid_duration(ms d, bool allow_zero) {
 // engine: the handlers it runs there finish before it is freed) and once the client is gone.
 class keep_client {
  public:
-  explicit keep_client(const std::weak_ptr<client_impl>& c) : p_(c.lock()) {}
-  explicit keep_client(client_impl& c) : keep_client(c.weak_from_this()) {}
+  explicit keep_client(const std::weak_ptr<lock_runtime>& c) : p_(c.lock()) {}
+  explicit keep_client(lock_runtime& c) : keep_client(c.life()) {}
   keep_client(const keep_client&) = delete;
   keep_client& operator=(const keep_client&) = delete;
   ~keep_client() {
@@ -84,7 +84,7 @@ class keep_client {
   explicit operator bool() const noexcept { return p_ != nullptr; }
 
  private:
-  std::shared_ptr<client_impl> p_;
+  std::shared_ptr<lock_runtime> p_;
 };
 
 
@@ -184,7 +184,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   explicit waiter(const asio::any_io_executor& ex) : timer(ex) {}
 };
 
-struct lock_service::channel_entry final : subscriber::listener {
+struct lock_service::channel_entry final : channel_listener {
   lock_service* svc = nullptr;
   std::string channel;
   // The subscriber it was added to, which it leaves: not looked up again by the channel (a topology

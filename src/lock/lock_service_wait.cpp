@@ -74,7 +74,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   bool retry = e.waiters.empty() && e.missed;
   e.missed = false;
   if (retry) {
-    asio::post(c_.executor(), [this, w, life = c_.weak_from_this()] {
+    asio::post(c_.executor(), [this, w, life = c_.life()] {
       // close() finishes every waiter: check the waiter, and the client (gone once its last
       // reference went on this thread), before the engine.
       if (w->finished) return;
@@ -89,8 +89,7 @@ void lock_service::join_channel(const std::shared_ptr<waiter>& w, const std::str
   // that other local waiters already listen on: an unlock published meanwhile woke one of them, and
   // the lock went to someone, so it need not try again before the next message.
   if (fresh) {
-    e.sub = &c_.sub(channel);
-    e.sub->add(channel, &e);
+    e.sub = c_.topo().subscribe(channel, &e);
   }
 }
 
@@ -189,7 +188,7 @@ void lock_service::leave_channel(waiter& w, channel_entry& e) {
     return arm_linger();
   }
   std::string ch = e.channel;
-  e.sub->remove(ch, &e);
+  topology::unsubscribe(e.sub, ch, &e);
   channels_.erase(ch);
 }
 
@@ -198,7 +197,7 @@ void lock_service::arm_linger() {
   if (linger_armed_ || closed_) return;
   linger_armed_ = true;
   linger_timer_.expires_after(linger_for);
-  linger_timer_.async_wait([this, life = c_.weak_from_this()](std::error_code ec) {
+  linger_timer_.async_wait([this, life = c_.life()](std::error_code ec) {
     // Cancelled only by close(), after which the engine may be freed before this runs (the client's
     // last reference went on its own thread): nothing of it is touched then.
     if (ec) return;
@@ -212,7 +211,7 @@ void lock_service::arm_linger() {
       auto& e = *it->second;
       if (e.lingers && e.waiters.empty()) {
         if (now - e.idle_since >= linger_for) {
-          e.sub->remove(e.channel, &e);
+          topology::unsubscribe(e.sub, e.channel, &e);
           it = channels_.erase(it);
           continue;
         }
@@ -339,7 +338,7 @@ void lock_service::give_up(const waiter& w) {
   if (!w.queue || proto.give_up_script() == nullptr) return;
   arg_list a;
   proto.encode_give_up(a, acquire_request{w.name, scratch_field(w.owner), w.id, ms(0), false, w.allowance, true});
-  c_.exec_script(w.name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {}, false, true);
+  send_behind(w.name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {});
 }
 
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {

@@ -13,8 +13,9 @@
 #include <string_view>
 #include <vector>
 
-#include "net/resp.hpp"
-#include "net/script.hpp"
+#include "base/command.hpp"
+#include "base/script.hpp"
+#include "redlease/reply.hpp"
 #include "redlease/lock.hpp"
 
 namespace redlease::detail {

@@ -13,7 +13,7 @@
 #include <utility>
 
 #include "background.hpp"
-#include "io_guard.hpp"
+#include "runtime/io_guard.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::detail {

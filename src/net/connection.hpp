@@ -21,6 +21,7 @@
 #include <system_error>
 #include <vector>
 
+#include "base/handlers.hpp"
 #include "net/resp.hpp"
 #include "net/tls.hpp"
 #include "redlease/config.hpp"
@@ -29,8 +30,6 @@
 
 namespace redlease::detail {
 
-using clock = std::chrono::steady_clock;
-using reply_handler = unique_function<void(std::error_code, reply)>;
 
 /// Counters readable from any thread.
 struct conn_stats {

@@ -12,23 +12,19 @@
 
 #include <asio/steady_timer.hpp>
 
+#include "base/channel_listener.hpp"
 #include "net/connection.hpp"
 
 namespace redlease::detail {
 
 class subscriber {
  public:
-  /// Receives the messages of the channels it was added to. Called on the executor.
-  struct listener {
-    virtual ~listener() = default;
-    virtual void on_message(std::string_view channel, std::string_view payload) = 0;
-    /// The subscription is active on the server: first confirmation, or again after a reconnect
-    /// (messages published while it was not may have been missed).
-    virtual void on_subscribed() {}
-    /// The server refused to subscribe (an ACL without the channel: NOPERM). The listener stays
-    /// added until it removes itself; no message will come.
-    virtual void on_refused(std::error_code, const std::string& /*server text*/) {}
-  };
+  /// Receives the messages of the channels it was added to (base/channel_listener.hpp). Called on
+  /// the executor. on_subscribed: the subscription is active on the server, first confirmation or
+  /// again after a reconnect (messages published while it was not may have been missed).
+  /// on_refused: the server refused to subscribe (NOPERM); the listener stays added until it
+  /// removes itself, and no message will come.
+  using listener = channel_listener;
 
   subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix = ":sub");
   void start() { conn_->start(); }

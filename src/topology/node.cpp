@@ -6,7 +6,7 @@
 #include <asio/steady_timer.hpp>
 
 #include "background.hpp"
-#include "io_guard.hpp"
+#include "runtime/io_guard.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::detail {

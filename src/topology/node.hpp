@@ -12,7 +12,7 @@
 #include "net/connection.hpp"
 #include "net/lane.hpp"
 #include "net/resp.hpp"
-#include "net/script.hpp"
+#include "base/script.hpp"
 #include "redlease/config.hpp"
 
 namespace redlease::detail {

@@ -8,6 +8,8 @@
 #include "background.hpp"
 #include "redlease/error.hpp"
 #include "topology/sentinel_fsm.hpp"
+#include "net/subscriber.hpp"
+#include "topology/node.hpp"
 #include "topology/topology.hpp"
 
 namespace redlease::detail {

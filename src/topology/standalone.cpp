@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 // One server: one command connection and one pub/sub connection, at the config's address.
+#include "net/subscriber.hpp"
+#include "topology/node.hpp"
 #include "topology/topology.hpp"
 
 namespace redlease::detail {

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 #include "topology/topology.hpp"
 
+#include "net/subscriber.hpp"
+#include "topology/node.hpp"
+
 namespace redlease::detail {
 
 keyed_request keyed_request::command(std::string_view key, std::string payload, reply_handler h, bool idempotent) {
@@ -34,6 +37,16 @@ void topology::exec(keyed_request r) {
     case keyed_request::kind::script_acked:
       return n.exec_script_acked(*r.script, std::move(r.args), std::move(r.handler), r.idempotent, r.always_eval);
   }
+}
+
+subscriber* topology::subscribe(const std::string& channel, channel_listener* l) {
+  subscriber* s = &sub_for(channel);
+  s->add(channel, l);
+  return s;
+}
+
+void topology::unsubscribe(subscriber* s, const std::string& channel, channel_listener* l) {
+  if (s != nullptr) s->remove(channel, l);
 }
 
 std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg) {

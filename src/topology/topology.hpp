@@ -14,10 +14,19 @@
 #include <string>
 #include <string_view>
 
-#include "net/subscriber.hpp"
-#include "topology/node.hpp"
+#include <asio/any_io_executor.hpp>
+
+#include "base/channel_listener.hpp"
+#include "base/command.hpp"
+#include "base/handlers.hpp"
+#include "base/script.hpp"
+#include "redlease/config.hpp"
 
 namespace redlease::detail {
+
+class connection;
+class node;
+class subscriber;
 
 /// What a topology tells the lock layer (on the executor).
 struct topology_events {
@@ -70,8 +79,12 @@ class topology {
   virtual bool promotes_replicas() const { return false; }
   /// Keys with equal batch ids may go together in one script call (a cluster: the same slot).
   virtual std::uint64_t batch_id(std::string_view /*key*/) const { return 0; }
-  /// The pub/sub connection that carries `channel`.
+  /// The pub/sub connection that carries `channel` (statistics, the client's own subscriptions).
   virtual subscriber& sub_for(std::string_view channel) = 0;
+  /// Adds `l` to `channel` on the pub/sub connection that carries it, and returns that connection:
+  /// `l` leaves the one it joined (unsubscribe), even if the channel has moved since.
+  subscriber* subscribe(const std::string& channel, channel_listener* l);
+  static void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l);
   /// Calls `f` for every command connection and every pub/sub connection (statistics).
   virtual void for_each_connection(const std::function<void(const connection&, bool pubsub)>& f) const = 0;
   /// Calls `f` for every node (statistics).

@@ -16,8 +16,8 @@
 #include <asio/steady_timer.hpp>
 
 #include "callback_slot.hpp"
-#include "io_guard.hpp"
-#include "one_shot.hpp"
+#include "runtime/io_guard.hpp"
+#include "runtime/one_shot.hpp"
 #include "redlease/config.hpp"
 
 namespace redlease::detail {

@@ -16,13 +16,15 @@
 #include <utility>
 #include <vector>
 
-#include "io_guard.hpp"
+#include "runtime/io_guard.hpp"
 #include "net/connection.hpp"
 #include "net/lane.hpp"
 #include "net/resp.hpp"
-#include "net/script.hpp"
+#include "base/script.hpp"
 #include "net/subscriber.hpp"
-#include "one_shot.hpp"
+#include "runtime/one_shot.hpp"
+#include "runtime/lock_runtime.hpp"
+#include "topology/node.hpp"
 #include "topology/topology.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
@@ -37,7 +39,7 @@ struct sync_board : wake_board {
   asio::any_io_executor ex;
 };
 
-class client_impl : public std::enable_shared_from_this<client_impl> {
+class client_impl : public std::enable_shared_from_this<client_impl>, public lock_runtime {
  public:
   // With `user_ex` empty the client runs its own io_context on its own thread.
   client_impl(config cfg, std::optional<asio::any_io_executor> user_ex);
@@ -46,9 +48,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
   // Closes everything (on the executor) and joins the own thread. Idempotent, noexcept.
   void shutdown() noexcept;
 
-  const config& cfg() const noexcept { return cfg_; }
-  const std::string& uuid() const noexcept { return uuid_; }
-  const asio::any_io_executor& executor() const noexcept { return ex_; }
+  const config& cfg() const noexcept override { return cfg_; }
+  const std::string& uuid() const noexcept override { return uuid_; }
+  const asio::any_io_executor& executor() const noexcept override { return ex_; }
   // True on the I/O thread, and on a thread that holds the I/O guard (run_direct).
   bool on_io_thread() const noexcept;
   // With an executor the caller supplied: whether this thread runs its context (an io_context's or
@@ -138,36 +140,9 @@ class client_impl : public std::enable_shared_from_this<client_impl> {
     close_hooks_.emplace_back(std::move(alive), std::move(fn));
   }
 
-  // Executor only: a keyed request, handed whole to the topology (see keyed_request).
-  void exec(keyed_request r) { topo_->exec(std::move(r)); }
-  // Executor only. Runs on the node of `key`. `h` gets (ec, reply); an error reply is mapped to its
-  // code (the reply is kept).
-  void exec(std::string_view key, std::string payload, reply_handler h, bool idempotent = false) {
-    topo_->exec(keyed_request::command(key, std::move(payload), std::move(h), idempotent));
-  }
-  // Executor only. EVALSHA with EVAL fallback on NOSCRIPT, on the node of `key` (the script's
-  // first key). `args` holds numkeys, keys and arguments.
-  void exec_script(std::string_view key, const lua_script& s, arg_list args, reply_handler h,
-                   bool idempotent = false, bool always_eval = false) {
-    auto r = keyed_request::script_call(key, s, std::move(args), std::move(h), idempotent);
-    r.always_eval = always_eval;
-    topo_->exec(std::move(r));
-  }
-  // Executor only. As exec_script, with replica acknowledgement (node::exec_script_acked).
-  void exec_script_acked(std::string_view key, const lua_script& s, arg_list args, reply_handler h,
-                         bool idempotent = false) {
-    auto r = keyed_request::script_call(key, s, std::move(args), std::move(h), idempotent);
-    r.what = keyed_request::kind::script_acked;
-    topo_->exec(std::move(r));
-  }
-
-  topology& topo() noexcept { return *topo_; }
-  subscriber& sub(std::string_view channel) { return topo_->sub_for(channel); }
+  topology& topo() noexcept override { return *topo_; }
+  std::weak_ptr<lock_runtime> life() noexcept override { return std::weak_ptr<lock_runtime>(weak_from_this()); }
   lock_service& locks() noexcept { return *locks_; }
-  std::atomic<std::uint64_t> renew_calls{0};
-  std::atomic<std::uint64_t> renewed_locks{0};
-  std::atomic<std::uint64_t> held_locks{0};
-  std::atomic<std::uint64_t> watched_locks{0};
   std::atomic<int> sync_waiters{0};  // threads blocked in sync_call
   std::atomic<std::int64_t> sync_rtt_ns{100'000};  // recent round trip of a lone blocking call (smoothed)
   // The lane's round trip as its replies show it (smoothed; a reply that came after the spin counts

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "client_impl.hpp"
+#include "facade/client_impl.hpp"
 #include "redlease/client.hpp"
 #include "redlease_lua.hpp"
 

@@ -10,7 +10,7 @@
 
 #include "background.hpp"
 #include "callback_slot.hpp"
-#include "client_impl.hpp"
+#include "facade/client_impl.hpp"
 #include "lock/lock_service.hpp"
 #include "random.hpp"
 #include "redlease_lua.hpp"
@@ -520,7 +520,7 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   auto timeout = impl_->cfg().request_timeout;
   detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
     st->confirmed = std::move(done);
-    st->added = &st->impl->sub(st->channel);
+    st->added = &st->impl->topo().sub_for(st->channel);
     st->added->start();
     st->added->add(st->channel, st.get());
     if (!st->confirmed) return;  // confirmed synchronously (channel already subscribed)

@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "client_impl.hpp"
+#include "facade/client_impl.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/protocol.hpp"
 #include "redlease/client.hpp"
