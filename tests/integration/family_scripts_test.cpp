@@ -17,6 +17,7 @@
 #include "redis_fixture.hpp"
 #include "redisson_peer.hpp"
 #include "redlease_lua.hpp"
+#include "slowlog.hpp"
 
 namespace redlease::test {
 namespace {
@@ -510,18 +511,12 @@ TEST_F(family_scripts_test, fair_a_waiter_that_gives_up_reads_only_the_waiters_b
   // time scales with the machine. So the cancel is compared with what Redisson's acquireFailed does,
   // reading the whole queue into the script, on the same list in the same minute: 27-40 ms against
   // 320-350 ms on an idle VM.
-  raw()({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-  auto server_us = [&] {  // the server's time for the last command before this call (SLOWLOG)
-    auto r = raw()({"SLOWLOG", "GET", "1"});
-    return r.elements.size() == 1 && r.elements[0].elements.size() > 2 ? r.elements[0].elements[2].integer : -1LL;
-  };
-  raw()({"SLOWLOG", "RESET"});
+  log_every_command(raw());
   EXPECT_EQ(o.fair_cancel(ws[4], 5000).integer, 1);
-  const long long cancel_us = server_us();
-  raw()({"SLOWLOG", "RESET"});
+  const long long cancel_us = slowest_logged_us(raw());
   raw()({"EVAL", "local q = redis.call('lrange', KEYS[1], 0, -1) for i, v in ipairs(q) do "
                  "if v == ARGV[1] then return i end end return 0", "1", o.queue, ws[4]});
-  const long long whole_read_us = server_us();
+  const long long whole_read_us = slowest_logged_us(raw());
   ASSERT_GT(cancel_us, 0);
   ASSERT_GT(whole_read_us, 0);
   EXPECT_LT(cancel_us * 3, whole_read_us) << "the cancel (" << cancel_us << " us) read the queue as Redisson does ("
