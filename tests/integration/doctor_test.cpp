@@ -247,6 +247,15 @@ const std::string without_latch =
 // What the doctor itself needs to check without touching keys.
 const std::string doctor_rights = "+acl|dryrun +acl|whoami +info +config|get +command|info +time";
 
+/// True once the server has logged a refused access to `channel` (ACL LOG).
+bool refused_channel(raw_client& admin, const std::string& channel) {
+  auto log = admin({"ACL", "LOG"});
+  for (const auto& entry : log.elements)
+    for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2)
+      if (entry.elements[i].str == "object" && entry.elements[i + 1].str == channel) return true;
+  return false;
+}
+
 /// The ACL SETUSER line in the advice of `line` ("" if none).
 std::string advised_line(const std::string& line, const std::string& user) {
   auto at = line.find("ACL SETUSER " + user + " ");
@@ -327,7 +336,8 @@ TEST_F(doctor_test, live_probe_warns_that_waiters_poll_without_channels_and_the_
         l.unlock();
       }
     });
-    std::this_thread::sleep_for(300ms);  // the waiter is waiting (its SUBSCRIBE refused)
+    // The waiter is waiting once its SUBSCRIBE was refused: the server logs the refusal.
+    EXPECT_TRUE(eventually([&] { return refused_channel(admin, "redisson_lock__channel:{locks:poll}"); }, 10000ms));
     auto t_unlock = steady::now();
     held.unlock();
     t.join();
