@@ -1120,7 +1120,7 @@ namespace redlease::test {
 namespace {
 
 TEST(core_cloexec_test, sockets_are_close_on_exec) {
-  if (!redis_server::available()) GTEST_SKIP();
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   redis_server srv;
   auto conf = config::from_url(srv.url());
   client c(conf);
@@ -1151,7 +1151,7 @@ namespace redlease::test {
 namespace {
 
 TEST(core_health_test, silent_pubsub_connection_is_pinged_dropped_and_resubscribed) {
-  if (!redis_server::available()) GTEST_SKIP();
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   redis_server srv;
   auto conf = config::from_url(srv.url());
   conf.health_check_interval = std::chrono::milliseconds(100);

@@ -201,7 +201,7 @@ class json_reader {
 class doctor_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+    REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   }
   static std::unique_ptr<redis_server> start(std::vector<std::string> extra = {}, std::string password = {}) {
     server_options o;

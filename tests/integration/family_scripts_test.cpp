@@ -180,7 +180,7 @@ class family_scripts_test : public redis_fixture {
  protected:
   void SetUp() override {
     redis_fixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     raw_ = std::make_unique<raw_client>(server().client());
   }
   void TearDown() override {
