@@ -28,6 +28,10 @@ void report(const std::string& scenario, const std::string& what, long long valu
   std::cout << "[chaos] " << scenario << ": " << what << " = " << value << " " << unit << std::endl;
 }
 
+// How late a callback may run after its timer on a loaded machine (two cores shared with other builds
+// and tests, sanitizers): the order of two clients' events is asserted up to this much.
+constexpr ms scheduling_slack = 500ms;
+
 long long ms_between(steady::time_point a, steady::time_point b) {
   return std::chrono::duration_cast<ms>(b - a).count();
 }
@@ -228,9 +232,9 @@ TEST_F(chaos_test, holder_network_stall_past_lease_is_told_before_another_acquir
   EXPECT_TRUE(l.lost_token().stop_requested());
   // Safety: the holder's known-valid window ended before the other client got the lock...
   EXPECT_LE(vu, got.at);
-  // ...and the callback ran by then too (allowing a little scheduling slack on a loaded machine).
-  EXPECT_LE(lost.at(), got.at + 50ms) << "told " << ms_between(got.at, lost.at()) << " ms after the other acquired";
-  EXPECT_LE(ms_between(t_stall, lost.at()), lease.count() + 200);
+  // ...and the callback ran by then too (up to the scheduling slack of a loaded machine).
+  EXPECT_LE(lost.at(), got.at + scheduling_slack) << "told " << ms_between(got.at, lost.at()) << " ms after the other acquired";
+  EXPECT_LE(lost.at(), t_stall + lease + scheduling_slack);
 
   report("1 stall > lease", "stall -> on_lost(expired)", ms_between(t_stall, lost.at()));
   report("1 stall > lease", "valid_until -> on_lost (callback lateness)", ms_between(vu, lost.at()));
@@ -274,7 +278,7 @@ TEST_F(chaos_test, holder_stall_with_latency_keeps_valid_until_anchored_at_the_s
   ASSERT_TRUE(got.got);
   const auto vu = l.valid_until();
   EXPECT_LE(vu, got.at) << "valid_until " << ms_between(got.at, vu) << " ms after the other acquired";
-  EXPECT_LE(lost.at(), got.at + 50ms) << "told " << ms_between(got.at, lost.at()) << " ms after the other acquired";
+  EXPECT_LE(lost.at(), got.at + scheduling_slack) << "told " << ms_between(got.at, lost.at()) << " ms after the other acquired";
   proxy.stall(false);
   proxy.set_latency(0ms);
   std::error_code ec;

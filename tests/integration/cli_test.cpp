@@ -81,7 +81,7 @@ class cli_test : public lock_fixture {
  protected:
   void SetUp() override {
     lock_fixture::SetUp();
-    if (IsSkipped()) return;
+    if (IsSkipped() || HasFatalFailure()) return;
     char tmpl[] = "/tmp/redlease-cli-test-XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     dir_ = tmpl;
@@ -1023,7 +1023,7 @@ TEST_F(cli_auth_test, password_from_the_environment) {
 // TLS: --cacert (or $REDLEASE_CACERT) to trust the server's CA; a certificate from an unknown CA is
 // a connection that cannot be made: exit 69 with the reason; --insecure connects and warns.
 TEST_F(cli_test, tls_flags) {
-  if (!test_certs::available()) GTEST_SKIP() << "openssl not found";
+  REDLEASE_REQUIRE(test_certs::available(), "openssl not found");
   test_certs certs;
   server_options o;
   o.tls.cert_file = certs.server().cert;

@@ -201,7 +201,7 @@ class json_reader {
 class doctor_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+    REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   }
   static std::unique_ptr<redis_server> start(std::vector<std::string> extra = {}, std::string password = {}) {
     server_options o;
@@ -246,6 +246,15 @@ const std::string without_latch =
     documented_channels + " " + documented_commands;
 // What the doctor itself needs to check without touching keys.
 const std::string doctor_rights = "+acl|dryrun +acl|whoami +info +config|get +command|info +time";
+
+/// True once the server has logged a refused access to `channel` (ACL LOG).
+bool refused_channel(raw_client& admin, const std::string& channel) {
+  auto log = admin({"ACL", "LOG"});
+  for (const auto& entry : log.elements)
+    for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2)
+      if (entry.elements[i].str == "object" && entry.elements[i + 1].str == channel) return true;
+  return false;
+}
 
 /// The ACL SETUSER line in the advice of `line` ("" if none).
 std::string advised_line(const std::string& line, const std::string& user) {
@@ -327,7 +336,8 @@ TEST_F(doctor_test, live_probe_warns_that_waiters_poll_without_channels_and_the_
         l.unlock();
       }
     });
-    std::this_thread::sleep_for(300ms);  // the waiter is waiting (its SUBSCRIBE refused)
+    // The waiter is waiting once its SUBSCRIBE was refused: the server logs the refusal.
+    EXPECT_TRUE(eventually([&] { return refused_channel(admin, "redisson_lock__channel:{locks:poll}"); }, 10000ms));
     auto t_unlock = steady::now();
     held.unlock();
     t.join();
@@ -357,8 +367,7 @@ TEST_F(doctor_test, live_probe_warns_that_waiters_poll_without_channels_and_the_
   client holder{cfg}, waiter{cfg};
   auto held = holder.lock("locks:job");
   held.lock();
-  std::this_thread::sleep_for(1200ms);  // past one renewal (every 1 s)
-  EXPECT_GT(holder.stats().renewed_locks, 0u);
+  EXPECT_TRUE(eventually([&] { return holder.stats().renewed_locks > 0; }, 10000ms));  // renewed every 1 s
   std::atomic<long long> woke_after{-1};
   std::thread t([&] {
     auto l = waiter.lock("locks:job");

@@ -221,7 +221,7 @@ TEST_F(fixture_test, UnixSocketExistsWhileRunning) {
 }
 
 TEST(redis_server_test, WithoutUnixSocket) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   server_options opts;
   opts.unix_socket = false;
   redis_server s(opts);
@@ -231,7 +231,7 @@ TEST(redis_server_test, WithoutUnixSocket) {
 }
 
 TEST(redis_server_test, DestructorStopsServerAndRemovesDir) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   std::string dir;
   pid_t pid = -1;
   {
@@ -245,7 +245,7 @@ TEST(redis_server_test, DestructorStopsServerAndRemovesDir) {
 }
 
 TEST(redis_server_test, ExtraArgsArePassed) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   server_options opts;
   opts.extra_args = {"--notify-keyspace-events", "Kgx"};
   redis_server s(opts);
@@ -257,7 +257,7 @@ TEST(redis_server_test, ExtraArgsArePassed) {
 }
 
 TEST(redis_server_test, ConfigLinesAreWrittenToAFile) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   server_options opts;
   opts.config_lines = {"maxmemory-policy allkeys-lru", "port 1"};  // the port is overridden
   redis_server s(opts);
@@ -268,7 +268,7 @@ TEST(redis_server_test, ConfigLinesAreWrittenToAFile) {
 }
 
 TEST(redis_server_test, SentinelMode) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   server_options opts;
   opts.sentinel = true;
   opts.password = "pw";
@@ -285,7 +285,7 @@ TEST(redis_server_test, SentinelMode) {
 }
 
 TEST(redis_server_test, InvalidArgsMakeConstructorThrow) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   server_options opts;
   opts.extra_args = {"--no-such-option", "1"};
   EXPECT_THROW(redis_server{opts}, std::runtime_error);
@@ -306,7 +306,7 @@ TEST(redis_server_test, AvailableHonoursEnvironment) {
 
 // A server must not outlive a test process that dies without running destructors or atexit hooks.
 TEST(redis_server_test, ServerDiesWithItsParentProcess) {
-  if (!redis_server::available()) GTEST_SKIP() << "redis-server not found";
+  REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   // Orphans are re-parented to us, so the grandchild's death can be observed with waitpid.
   ASSERT_EQ(::prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
   struct report {

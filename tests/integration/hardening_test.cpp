@@ -320,6 +320,7 @@ TEST_F(hardening, StalledCommandConnectionIsDroppedAndReconnected) {
   c.port = proxy.port();
   c.request_timeout = 300ms;
   c.on_error = [](const background_error&) {};
+  c.sync_lane = false;  // the lane, once open, would carry the PING: its own limit is lane_unit_test's
   client cl(c);
   cl.ping();
   proxy.stall(true);

@@ -219,8 +219,10 @@ TEST_F(lock_test, a_reentry_through_another_handle_leaves_the_hold_with_its_firs
   EXPECT_EQ(ec, errc::lock_lost);
 }
 
+// A lease of 3 s renews every second: a loss found at the next renewal shows within 1 s plus a loaded
+// machine's slack, one that waited for the lease to run out would take at least 2 s.
 TEST_F(lock_test, lost_lock_detected_within_one_interval_after_external_del) {
-  client c{cfg(300ms)};
+  client c{cfg(3000ms)};
   auto l = c.lock("lost");
   std::promise<lost_info> p;
   l.on_lost([&](const lost_info& i) { p.set_value(i); });
@@ -230,19 +232,19 @@ TEST_F(lock_test, lost_lock_detected_within_one_interval_after_external_del) {
   auto t0 = steady::now();
   raw()({"DEL", "lost"});
   auto f = p.get_future();
-  ASSERT_EQ(f.wait_for(2s), std::future_status::ready);
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
   auto took = ms_since(t0);
   auto info = f.get();
   EXPECT_EQ(info.reason, lost_reason::deleted);
   EXPECT_EQ(info.name, "lost");
   EXPECT_EQ(info.owner, this_thread_owner());
-  EXPECT_LE(took, 100 + 150);  // one renewal interval, plus slack for a loaded machine
+  EXPECT_LT(took, 1000 + 800);
   EXPECT_TRUE(token.stop_requested());
   EXPECT_FALSE(l.valid());
   std::error_code ec;
   l.unlock(ec);
   EXPECT_EQ(ec, errc::lock_lost);
-  std::cout << "lost-lock detected " << took << " ms after DEL (interval 100 ms)\n";
+  std::cout << "lost-lock detected " << took << " ms after DEL (interval 1000 ms)\n";
 }
 
 TEST_F(lock_test, lost_lock_when_another_owner_takes_it) {

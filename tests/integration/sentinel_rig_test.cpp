@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "redis_fixture.hpp"
 #include "sentinel_rig.hpp"
 
 namespace redlease::test {
@@ -37,9 +38,7 @@ std::string role_of(raw_client& c) {
 class sentinel_rig_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sentinel_rig::available()) {
-      GTEST_SKIP() << "redis-server not found (set REDLEASE_TEST_REDIS_SERVER or put it on PATH)";
-    }
+    REDLEASE_REQUIRE(sentinel_rig::available(), no_redis_server);
   }
 
   // Starts a rig and reports how long that took.

@@ -58,7 +58,7 @@ std::string second_no_sentinel_text(client& c) {
 class sentinel_test : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!sentinel_rig::available()) GTEST_SKIP() << "redis-server not available";
+    REDLEASE_REQUIRE(sentinel_rig::available(), no_redis_server);
   }
 };
 

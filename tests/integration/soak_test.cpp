@@ -34,6 +34,7 @@
 #include <mutex>
 #include <random>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "fault_proxy.hpp"
@@ -63,11 +64,15 @@ double soak_seconds() {
 
 struct counters {
   std::atomic<long long> acquisitions{0}, told{0}, errors{0}, timeouts{0}, hangs{0};
+  // try_lock errors the design does not allow here: any but a transient failure (its connection reset
+  // or stalled under it, docs/reliability.md). Unlocks are checked section by section, workers' too.
+  std::atomic<long long> unexpected_errors{0};
   std::atomic<long long> longest_wait_ms{0};
   std::mutex mu;
   std::map<std::string, long long> error_kinds;  // "op:code"
   void error(const char* op, std::error_code ec) {
     ++errors;
+    if (std::string_view(op) == "try_lock" && !soak::transient(ec)) ++unexpected_errors;
     std::lock_guard<std::mutex> g(mu);
     ++error_kinds[std::string(op) + ":" + ec.message()];
   }
@@ -361,11 +366,23 @@ TEST_F(soak_test, mutual_exclusion_under_random_faults) {
   // Overlaps next to an unlock retried after request_timeout (checked like the others; counted
   // because a late first attempt is the case the release latch exists for).
   long long overlaps_timed_out_unlock = 0;
-  long long told = 0, frozen_sections = 0, frozen_untold = 0, timed_out_unlocks = 0;
-  std::map<std::string, long long> per_lock, per_holder;
+  long long told = 0, frozen_sections = 0, frozen_untold = 0, timed_out_unlocks = 0, lost_reentered_not_owner = 0;
+  std::map<std::string, long long> per_lock, per_holder, unlock_results;
   for (auto& s : all) {
     ++per_lock[s.lock];
     ++per_holder[s.holder];
+    ++unlock_results[s.unlock];
+    // A holder's unlock succeeds or says it lost the lock; anything else (an error left after the
+    // retries, not_owner) is a release the design does not allow, in this process or a worker. One
+    // exception: a re-entered hold lost under a freeze can be gone whole by its outer unlock, which
+    // then says not_owner to a holder already told by valid() (seen once in four runs here).
+    const bool lost_reentered = s.unlock == "not_owner" && s.depth == 2 && !s.valid;
+    if (lost_reentered) ++lost_reentered_not_owner;
+    if (s.unlock != "ok" && s.unlock != "lock_lost" && !lost_reentered) {
+      ADD_FAILURE() << s.holder << " on " << s.lock << ": unlock " << s.unlock << " (depth " << s.depth << ", valid "
+                    << s.valid << ", frozen near it " << frozen_near(s) << ", valid_until - end "
+                    << (s.valid_until - s.end) / 1000000 << " ms)";
+    }
     if (s.told()) ++told;
     if (s.unlock_timed_out) ++timed_out_unlocks;
     if (frozen_during(s)) {
@@ -438,6 +455,9 @@ TEST_F(soak_test, mutual_exclusion_under_random_faults) {
   std::cout << "[soak] stale holders told: " << told << " sections (frozen past the lease: " << frozen_sections
             << ", of which not told: " << frozen_untold << "); sections with an unlock retried after "
             << "request_timeout: " << timed_out_unlocks << "\n";
+  std::cout << "[soak] unlock results:";
+  for (auto& [r, v] : unlock_results) std::cout << " " << r << " " << v;
+  std::cout << " (not_owner of a lost re-entered hold told by valid(): " << lost_reentered_not_owner << ")\n";
   std::cout << "[soak] this process: errors " << local.errors << ", try_lock timeouts " << local.timeouts
             << ", longest try_lock " << local.longest_wait_ms << " ms, hangs " << local.hangs << "\n";
   for (auto& [k, v] : local.error_kinds) std::cout << "[soak]   error " << k << ": " << v << "\n";
@@ -451,6 +471,11 @@ TEST_F(soak_test, mutual_exclusion_under_random_faults) {
   EXPECT_EQ(window_violations, 0);
   EXPECT_EQ(frozen_untold, 0);
   EXPECT_EQ(local.hangs, 0);
+  EXPECT_EQ(local.unexpected_errors, 0);
+  // The scenario happened: a worker was frozen past its lease in the middle of a section, or the
+  // zero of frozen_untold proves nothing.
+  EXPECT_GT(faults["SIGSTOP worker > lease"], 0);
+  EXPECT_GT(frozen_sections, 0);
   EXPECT_GE(static_cast<long long>(all.size()), static_cast<long long>(seconds * 5));
   EXPECT_GT(local.acquisitions.load(), 0);
   EXPECT_GT(worker_acq, 0);

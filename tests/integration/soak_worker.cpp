@@ -13,7 +13,8 @@
 //     (one write(2), O_APPEND), on CLOCK_MONOTONIC, which every process shares:
 //       S <lock> <holder> <start_ns> <end_ns> <valid_until_ns> <valid 0|1> <unlock result> <depth>
 //         <1 if an unlock failed with request_timeout and was retried, else 0>
-//     Prints "id <client uuid>" at start, "summary acquisitions=N told=N errors=N timeouts=N" at the end.
+//     Seeds are fixed (TAG, thread). Prints "id <client uuid>" at start, "summary acquisitions=N
+//     told=N errors=N timeouts=N" at the end.
 //
 //   soak_worker fenced URL LOG SECONDS THREADS LEASE_MS WAIT_MS REQUEST_TIMEOUT_MS TAG PHASE_FILE SLOT
 //                      LOCK:KIND...
@@ -144,7 +145,7 @@ int soak(int argc, char** argv) {
       const auto& [name, kind] = locks[static_cast<std::size_t>(t) % locks.size()];
       auto l = make_handle(c, name, kind);
       std::string holder = tag + "." + std::to_string(t);
-      std::minstd_rand rng(static_cast<unsigned>(::getpid() * 131 + t));
+      std::minstd_rand rng(2000u + static_cast<unsigned>(tag.back()) * 64u + static_cast<unsigned>(t));  // fixed seed
       while (steady::now() < end) {
         std::error_code ec;
         bool got = l.try_lock(3000ms, ec);

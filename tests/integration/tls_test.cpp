@@ -34,7 +34,7 @@ class tls_test : public ::testing::Test {
   static void TearDownTestSuite() { certs_.reset(); }
 
   void SetUp() override {
-    if (!certs_) GTEST_SKIP() << "redis-server or openssl not found";
+    REDLEASE_REQUIRE(certs_, "redis-server or openssl not found");
   }
 
   // A server whose TLS port presents `cert`; clients need a certificate when `auth_clients`.

@@ -4,6 +4,7 @@
 #include "redisson_peer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -206,8 +207,11 @@ const char* const write_unlock_lua =
 #undef REDISSON_PURGE
 #undef REDISSON_FAIR_TAKE
 
+// Fixed seeds, one per thread, so that a run can be repeated; the ids stay distinct within a test
+// process, which talks to its own servers.
 std::mt19937_64& rng() {
-  thread_local std::mt19937_64 g{std::random_device{}()};
+  static std::atomic<std::uint64_t> next_seed{20261128};
+  thread_local std::mt19937_64 g{next_seed.fetch_add(1)};
   return g;
 }
 
