@@ -189,7 +189,7 @@ class lock_service {
   static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);
   void wake(channel_entry& ch, wake_policy how);
-  void with_keyspace_state(unique_function<void()> then);
+  void with_keyspace_state(std::string_view key, unique_function<void()> then);
 
   lock_runtime& c_;
   // Guards what view() reads from other threads: the set's structure and each hold's valid_until,

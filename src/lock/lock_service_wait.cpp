@@ -52,7 +52,7 @@ void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long lo
     }
     if (!w->finished && !w->trying) waiter_sleep(w, pttl);
   };
-  if (protocol_of(w->kind).keyspace_wake()) with_keyspace_state(std::move(go));
+  if (protocol_of(w->kind).keyspace_wake()) with_keyspace_state(w->name, std::move(go));
   else go();
 }
 
@@ -365,14 +365,15 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
   done(ec, acquired);
 }
 
-void lock_service::with_keyspace_state(unique_function<void()> then) {
+void lock_service::with_keyspace_state(std::string_view key, unique_function<void()> then) {
   if (keyspace_ == keyspace::on || keyspace_ == keyspace::off) return then();
   keyspace_waiting_.push_back(std::move(then));
   if (keyspace_ == keyspace::querying) return;
   keyspace_ = keyspace::querying;
   std::string cmd;
   encode_command(cmd, {"CONFIG", "GET", "notify-keyspace-events"});
-  c_.exec({}, std::move(cmd), [this](std::error_code ec, reply r) {
+  // Asked of the node that serves the waiter's key: its keyspace events are the ones the waiter needs.
+  c_.exec(key, std::move(cmd), [this](std::error_code ec, reply r) {
     bool on = false;
     if (!ec && r.is_array() && r.elements.size() == 2) {
       const std::string& f = r.elements[1].str;
