@@ -239,10 +239,6 @@ void emit(bench_ctx& x, row r) {
 
 // ---- the ceiling: raw pipelined commands, one connection, no lock logic ------------------------
 
-std::string channel_of(std::string_view key, bool mutex) {
-  return std::string(mutex ? "redlease_mutex__channel:{" : "redisson_lock__channel:{") + std::string(key) + "}";
-}
-
 // Sequential PING round trips.
 row ceiling_ping_seq(bench_ctx& x, bench::raw_conn& rc) {
   std::string ping;
@@ -341,23 +337,24 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
   const std::string lease = "30000";
   for (std::size_t i = 0; i < ceiling_keys; ++i) {
     std::string key = x.prefix + (mutex ? "ceil-mutex:" : "ceil:") + std::to_string(depth) + ":" + std::to_string(i);
-    std::string ch = channel_of(key, mutex);
+    const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
+    const std::string& ch = l.channel();
     if (mutex) {
       char token[40];  // random_token(): 32 hex characters
       std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
       if (fenced)
-        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, "redlease_mutex_token:{" + key + "}", token, lease});
+        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, l.token_key, token, lease});
       else
         acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
       rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
     } else {
       std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
       if (fenced)
-        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, "redisson_lock_token:{" + key + "}", lease, field});
+        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, l.token_key, lease, field});
       else
         acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
       // As the library sends it: a latch key per request (read, not written, by a first attempt).
-      std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(i) + "0123456789abcdef";
+      std::string latch = l.latch_key(std::to_string(i) + "0123456789abcdef");
       rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
     }
   }
@@ -608,15 +605,16 @@ std::pair<stream, stream> raw_pair_requests(const bench_ctx& x, const std::strin
   const std::string lease = "30000";
   std::string key = x.prefix + name + ":" + std::to_string(t);
   stream acq, rel;
+  const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
   if (mutex) {
     std::string token = "0123456789abcdef0123456789abcd" + std::to_string(10 + t);
     acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
-    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, channel_of(key, true), token});
+    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, l.channel(), token});
   } else {
     std::string field = x.fake_uuid + ":" + std::to_string(t);
-    std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(t) + "0123456789abcdef";
+    std::string latch = l.latch_key(std::to_string(t) + "0123456789abcdef");
     acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
-    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, channel_of(key, false), "0", lease, field, "1", "0",
+    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, l.channel(), "0", lease, field, "1", "0",
              "60000"});
   }
   return {std::move(acq), std::move(rel)};

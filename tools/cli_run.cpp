@@ -57,50 +57,32 @@ struct run_options {
   bool mutex = false, fair = false, read = false, write = false, quiet = false, verbose = false, json = false;
 };
 
-// One key a lock kind keeps under a lock's name, and the type the kind keeps there.
-struct kind_key {
-  std::string key;
-  const char* type;  // as TYPE answers: "hash", "string", "list", "zset"
-};
-// The keys `run --<kind>` touches for lock `name` (kind: "reentrant", "mutex", "fair", "read",
-// "write"), token key included: the names of src/lock/protocols.cpp.
-std::vector<kind_key> keys_of_kind(std::string_view kind, std::string_view name) {
-  std::vector<kind_key> keys;
-  const std::string n(name);
-  if (kind == "mutex") {
-    keys.push_back({n, "string"});
-    keys.push_back({channel_of("redlease_mutex_token", name), "string"});
-  } else if (kind == "read" || kind == "write") {
-    keys.push_back({n, "hash"});
-    keys.push_back({channel_of("redlease_rwlock_token", name), "string"});
-  } else {
-    keys.push_back({n, "hash"});
-    if (kind == "fair") {
-      keys.push_back({channel_of("redisson_lock_queue", name), "list"});
-      keys.push_back({channel_of("redisson_lock_timeout", name), "zset"});
-    }
-    keys.push_back({channel_of("redisson_lock_token", name), "string"});
-  }
-  return keys;
-}
-
-// After a `wrong_type` failure: which of `keys` holds another type, as `; "KEY" holds a list where
-// the fair lock keeps a zset` per key not already named in `said` (empty if none, or if TYPE fails).
-std::string wrong_types(client& c, std::string_view kind, const std::vector<kind_key>& keys, std::string_view said) {
-  const std::string who = kind == "mutex"                      ? "a mutex"
-                          : kind == "fair"                     ? "the fair lock"
-                          : kind == "read" || kind == "write" ? "the read-write lock"
-                                                               : "the reentrant lock";
+// After a `wrong_type` failure: which of the keys `kind` keeps under `name` (describe()) holds
+// another type, as `; "KEY" holds a list where the fair lock keeps a zset` per key not already named
+// in `said` (empty if none, or if TYPE fails).
+std::string wrong_types(client& c, lock_kind kind, std::string_view name, std::string_view said) {
+  const std::string who = kind == lock_kind::mutex                               ? "a mutex"
+                          : kind == lock_kind::fair                              ? "the fair lock"
+                          : kind == lock_kind::read || kind == lock_kind::write ? "the read-write lock"
+                                                                                 : "the reentrant lock";
   std::string out;
-  for (const auto& k : keys) {
+  for (const auto& k : describe(kind, name).keys) {
     if (said.find(k.key) != std::string_view::npos) continue;
     std::error_code ec;
     auto t = c.command({"TYPE", k.key}, ec);
     if (ec) return out;
     if (t.str != "none" && t.str != k.type)
-      out += "; \"" + printable(k.key) + "\" holds a " + t.str + " where " + who + " keeps a " + k.type;
+      out += "; \"" + printable(k.key) + "\" holds a " + t.str + " where " + who + " keeps a " + std::string(k.type);
   }
   return out;
+}
+
+lock_kind kind_of(const run_options& o) {
+  return o.mutex ? lock_kind::mutex
+         : o.fair ? lock_kind::fair
+         : o.read ? lock_kind::read
+         : o.write ? lock_kind::write
+                   : lock_kind::reentrant;
 }
 
 const char* kind_name(const run_options& o) {
@@ -530,7 +512,7 @@ int run_command(const run_options& o, int& reraise) {
       case shared_state::failed: {
         // The server's WRONGTYPE does not say which key: the kind's keys are looked at to say it.
         std::string which;
-        if (state->acquire_error == errc::wrong_type) which = wrong_types(c, kind_name(o), keys_of_kind(kind_name(o), o.name), state->acquire_error_text);
+        if (state->acquire_error == errc::wrong_type) which = wrong_types(c, kind_of(o), o.name, state->acquire_error_text);
         throw error(state->acquire_error,
                     "lock " + rep.quoted() +
                         (state->acquire_error_text.empty() ? "" : ": " + state->acquire_error_text) + which);

@@ -113,7 +113,7 @@ lock_status inspect(client& c, const std::string& name) {
   }
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
-    const std::string queue = channel_of("redisson_lock_queue", name);
+    const std::string queue = describe(lock_kind::fair, name).queue_key;
     std::error_code ec;
     auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)}, ec);
     if (ec == errc::wrong_type) {
@@ -130,10 +130,10 @@ lock_status inspect(client& c, const std::string& name) {
     }
   }
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
-    s.channels.push_back({channel_of("redisson_lock__channel", name), 0});
-  if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({channel_of("redisson_rwlock", name), 0});
+    s.channels.push_back({describe(lock_kind::reentrant, name).channel(), 0});
+  if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({describe(lock_kind::read, name).channel(), 0});
   if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
-    s.channels.push_back({channel_of("redlease_mutex__channel", name), 0});
+    s.channels.push_back({describe(lock_kind::mutex, name).channel(), 0});
   std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
   for (auto& ch : s.channels) cmd.push_back(ch.channel);
   auto r = c.command(cmd);

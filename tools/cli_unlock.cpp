@@ -68,7 +68,7 @@ int unlock(const unlock_options& o) {
                   << "left alone\n";
         status = exit_code::data_error;
         continue;
-      } else if (c.command({"LLEN", channel_of("redisson_lock_queue", name)}, ec).integer > 0 && !ec) {
+      } else if (c.command({"LLEN", describe(lock_kind::fair, name).queue_key}, ec).integer > 0 && !ec) {
         kind = "fair";
       }
       existed = kind == "read-write" ? c.write_lock(name).force_unlock()

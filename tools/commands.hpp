@@ -65,9 +65,6 @@ void json_escape_to(std::string& out, std::string_view s);
 /// A lock name for messages and tables: printable ASCII as is, anything else (and `\`, `"`, and
 /// with `escape_space` the space) as \xNN.
 std::string printable(std::string_view s, bool escape_space = false);
-/// The unlock channel as the library names it: `prefix:{name}`, or `prefix:name` when the name
-/// already contains a `{` (src/lock/lock_service.cpp, lock_channel).
-std::string channel_of(std::string_view prefix, std::string_view name);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
 /// A CLI11 validator for lock names: the empty name is refused (a usage error, 64) by every

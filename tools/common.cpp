@@ -204,19 +204,6 @@ CLI::Validator lock_name_validator() {
       [](std::string& s) -> std::string { return s.empty() ? "a lock name must not be empty" : std::string{}; }, "");
 }
 
-std::string channel_of(std::string_view prefix, std::string_view name) {
-  std::string out(prefix);
-  if (name.find('{') != std::string_view::npos) {
-    out += ':';
-    out += name;
-  } else {
-    out += ":{";
-    out += name;
-    out += '}';
-  }
-  return out;
-}
-
 int exit_code_for(const std::error_code& c) {
   if (c == errc::wrong_type) return exit_code::data_error;
   if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
