@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Quick lock figures against a private redis-server (or argv[1]): lock+unlock pairs/s for 1 and 16
 // threads on one client, and the wake-up latency of a waiter after an unlock. The full suite with
-// ceilings comes with `redlease bench`.
+// ceilings comes with redlease-bench.
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -71,11 +71,16 @@ CLI::Validator duration_validator();
 /// subcommand that takes names, as the library refuses it.
 CLI::Validator lock_name_validator();
 
+/// Parses the command line into `app`, whose callbacks store in `action` what to run, and runs it;
+/// returns the exit status. A parse error: CLI11's message and 64 (0 for --help and --version). No
+/// action chosen: the help and 64. An exception from the action: `<program>: <what>` on stderr and
+/// exit_code_for() of a redlease::error, 70 for any other.
+int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program);
+
 void setup_run(CLI::App& app, action_t& action);
 void setup_status(CLI::App& app, action_t& action);
 void setup_unlock(CLI::App& app, action_t& action);
 void setup_demo(CLI::App& app, action_t& action);
-void setup_bench(CLI::App& app, action_t& action);
 void setup_doctor(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli

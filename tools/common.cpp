@@ -225,4 +225,26 @@ int exit_code_for(const std::error_code& c) {
   return exit_code::software;
 }
 
+int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_code::usage;
+  }
+  if (!action) {
+    std::cerr << app.help();
+    return exit_code::usage;
+  }
+  try {
+    return action();
+  } catch (const redlease::error& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return exit_code_for(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return exit_code::software;
+  }
+}
+
 }  // namespace redlease::cli

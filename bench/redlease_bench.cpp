@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// `redlease bench`: lock throughput, latency and cost, each against what the Redis server itself can
-// do on one connection (the ceiling, measured first in the same run and process). Without --redis it
-// runs against a private redis-server it starts itself. See BENCHMARKS.md for the method.
+// redlease-bench (formerly `redlease bench`): lock throughput, latency and cost, each against what
+// the Redis server itself can do on one connection (the ceiling, measured first in the same run and
+// process). Without --redis it runs against a private redis-server it starts itself. See
+// BENCHMARKS.md for the method. Not installed: it sends the library's embedded scripts itself for
+// the ceiling (src/, generated/).
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "commands.hpp"
 #include "local_server.hpp"
 #include "redlease/redlease.hpp"
+#include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 
 namespace redlease::cli {
@@ -1100,7 +1103,7 @@ int run_bench(options opt) {
   std::string url = opt.url;
   if (url.empty()) {
     if (!local::redis_server::available()) {
-      std::cerr << "redlease bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
+      std::cerr << "redlease-bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
     local::server_options o;
@@ -1130,7 +1133,7 @@ int run_bench(options opt) {
     probe.ping();
   }
   if (!opt.json) {
-    std::cout << "redlease bench" << (opt.quick ? " --quick" : "") << ": redis " << version << " at "
+    std::cout << "redlease-bench" << (opt.quick ? " --quick" : "") << ": redis " << version << " at "
               << x.cfg.redacted_url() << (server ? " (private, no persistence)" : "") << "; "
               << std::thread::hardware_concurrency() << " CPUs (" << cpu_model() << "); " << x.case_s
               << " s per case\n";
@@ -1336,40 +1339,47 @@ int run_bench(options opt) {
   if (opt.check) {
     std::string why;
     if (!check_rows(x, expected, why)) {
-      std::cerr << "redlease bench --check: FAILED: " << why << "\n";
+      std::cerr << "redlease-bench --check: FAILED: " << why << "\n";
       return 1;
     }
-    std::cerr << "redlease bench --check: ok (" << x.rows.size() << " rows)\n";
+    std::cerr << "redlease-bench --check: ok (" << x.rows.size() << " rows)\n";
   }
   return exit_code::ok;
 }
 
-}  // namespace
-
-void setup_bench(CLI::App& app, action_t& action) {
-  auto* cmd = app.add_subcommand(
-      "bench", "Measure lock throughput, latency and cost against the Redis server's own ceiling "
-               "(starts a private redis-server unless --redis)");
+// The options, on the program itself (they were those of `redlease bench`).
+void setup_bench(CLI::App& cmd, action_t& action) {
   auto opt = std::make_shared<options>();
-  cmd->footer(
+  cmd.footer(
       "Exit status: 0 done (with --check: the results are valid); 1 --check found a problem; 64 usage;\n"
       "69 no redis-server on PATH (without --redis), or Redis unavailable; 78 the server refuses a\n"
       "command the bench sends (an ACL permission, a renamed command); 70 an unexpected error.");
-  cmd->add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
-  add_tls_flags(cmd);
-  cmd->add_flag("--json", opt->json, "One JSON object per line per case");
-  cmd->add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
-  cmd->add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
-                                       "alive); exit 1 otherwise. Asserts no timing");
-  cmd->add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
-                                       "the ceiling always runs");
-  cmd->add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-sync-lane", opt->no_sync_lane,
-                "No second connection for a lone blocking caller (config::sync_lane = false)");
-  cmd->add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
+  cmd.add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
+  add_tls_flags(&cmd);
+  cmd.add_flag("--json", opt->json, "One JSON object per line per case");
+  cmd.add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
+  cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
+                                      "alive); exit 1 otherwise. Asserts no timing");
+  cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
+                                      "the ceiling always runs");
+  cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
+               "No second connection for a lone blocking caller (config::sync_lane = false)");
+  cmd.add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
       ->check(CLI::IsMember({"latency", "cpu"}));
-  cmd->add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
-  cmd->callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
+  cmd.add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
+  cmd.callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }
 
+}  // namespace
 }  // namespace redlease::cli
+
+int main(int argc, char** argv) {
+  using namespace redlease::cli;
+  CLI::App app{"redlease-bench: lock throughput, latency and cost against the Redis server's own ceiling "
+               "(starts a private redis-server unless --redis)"};
+  app.set_version_flag("--version", "redlease-bench " REDLEASE_VERSION_STRING);
+  action_t action;
+  setup_bench(app, action);
+  return parse_and_run(app, argc, argv, action, "redlease-bench");
+}
