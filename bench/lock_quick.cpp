@@ -42,9 +42,7 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     url = argv[1];
   } else {
-    redlease::local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<redlease::local::redis_server>(o);
+    server = std::make_unique<redlease::local::redis_server>();
     url = server->url();
   }
   redlease::client c{redlease::config::from_url(url)};

@@ -1106,9 +1106,7 @@ int run_bench(options opt) {
       std::cerr << "redlease-bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<local::redis_server>(o);
+    server = std::make_unique<local::redis_server>();
     url = server->url();
   }
   bench_ctx x;

@@ -357,9 +357,7 @@ int run_demo(const std::string& url_opt) {
       std::cerr << "redlease demo: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<local::redis_server>(o);
+    server = std::make_unique<local::redis_server>();
     url = server->url();
     say("redlease demo: private redis-server (pid " + std::to_string(server->pid()) + ") on " + url +
         ", no persistence");
