@@ -1352,8 +1352,7 @@ void setup_bench(CLI::App& cmd, action_t& action) {
       "Exit status: 0 done (with --check: the results are valid); 1 --check found a problem; 64 usage;\n"
       "69 no redis-server on PATH (without --redis), or Redis unavailable; 78 the server refuses a\n"
       "command the bench sends (an ACL permission, a renamed command); 70 an unexpected error.");
-  cmd.add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
-  add_tls_flags(&cmd);
+  add_connection_flags(&cmd, opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
   cmd.add_flag("--json", opt->json, "One JSON object per line per case");
   cmd.add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
   cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "

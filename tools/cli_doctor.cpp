@@ -1313,26 +1313,24 @@ int doctor(const doctor_options& o) {
 }  // namespace
 
 void setup_doctor(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<doctor_options>();
-  auto* cmd = app.add_subcommand("doctor", "Check a Redis deployment for locks: one line per check, OK/WARN/FAIL");
-  cmd->footer(
+  auto [cmd, o] = add_command<doctor_options>(
+      app, action, "doctor", "Check a Redis deployment for locks: one line per check, OK/WARN/FAIL",
       "Checks connectivity, version, topology, the user's permissions for every command and script the\n"
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
       "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS\n"
       "failed, or the server refuses the connection (only the connectivity line is printed); 64 usage;\n"
-      "70 an unexpected error.");
+      "70 an unexpected error.",
+      doctor);
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_flag("--json", o->json, "One JSON object per check per line (check, status, detail, advice)");
   cmd->add_option("--acl-user", o->acl_user,
                   "Check this ACL user's permissions with ACL DRYRUN (connect as an administrator); default: the "
                   "connected user");
   cmd->add_flag("--probe", o->probe,
                 "Also take and release a lock and a mutex on the sample name when ACL DRYRUN is available");
-  cmd->callback([&action, o] { action = [o] { return doctor(*o); }; });
 }
 
 }  // namespace redlease::cli

@@ -800,10 +800,8 @@ int run(const run_options& o) {
 }  // namespace
 
 void setup_run(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<run_options>();
-  auto* cmd =
-      app.add_subcommand("run", "Take a lock, run a command while holding it, release it when the command exits");
-  cmd->footer(
+  auto [cmd, o] = add_command<run_options>(
+      app, action, "run", "Take a lock, run a command while holding it, release it when the command exits",
       "Form: redlease run NAME [OPTIONS] -- COMMAND [ARGS...]   (put -- before the command)\n"
       "The command gets REDLEASE_LOCK_NAME and REDLEASE_FENCING_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
@@ -816,11 +814,11 @@ void setup_run(CLI::App& app, action_t& action) {
       "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
       "when the release is refused); 79 the command succeeded but the release was not confirmed (the lock\n"
       "may stay held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
-      "the wait for the lock (the command did not run).");
+      "the wait for the lock (the command did not run).",
+      run);
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->check(duration_validator());
   auto* lease = cmd->add_option("--lease", o->lease,
@@ -850,7 +848,6 @@ void setup_run(CLI::App& app, action_t& action) {
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);
   cmd->add_flag("--json", o->json, "Report events on stderr as JSON objects, one per line");
-  cmd->callback([&action, o] { action = [o] { return run(*o); }; });
 }
 
 }  // namespace redlease::cli

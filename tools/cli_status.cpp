@@ -243,18 +243,16 @@ int status(const status_options& o) {
 }  // namespace
 
 void setup_status(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<status_options>();
-  auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
-  cmd->footer(
+  auto [cmd, o] = add_command<status_options>(
+      app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
       "Exit status: 0 done (a free or foreign key is a row, not an error); 64 usage (an empty name);\n"
       "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis); 78 the ACL user\n"
       "may not run a command status sends (TYPE, HGET, PTTL, LRANGE, PUBSUB NUMSUB...) or it is renamed;\n"
-      "70 an unexpected error.");
+      "70 an unexpected error.",
+      status);
   cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");
-  cmd->callback([&action, o] { action = [o] { return status(*o); }; });
 }
 
 }  // namespace redlease::cli

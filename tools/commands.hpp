@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "redlease/config.hpp"
@@ -54,6 +56,24 @@ config make_config(const std::string& url, const std::function<void(const std::s
 /// Adds --cacert, --cert, --key, --sni, --tls and --insecure to a subcommand that connects. One
 /// subcommand runs per process, so the values live in one place that make_config() reads.
 void add_tls_flags(CLI::App* cmd);
+/// The flags of a subcommand that connects: `--redis` (into `url`, described by `description`), then
+/// the TLS flags (add_tls_flags). Returns the `--redis` option.
+CLI::Option* add_connection_flags(CLI::App* cmd, std::string& url,
+                                  const std::string& description = "Redis URL (default: $REDLEASE_URL or "
+                                                                   "redis://127.0.0.1:6379)");
+/// Adds the subcommand `name` with its help `description` and `footer` (its exit statuses), whose
+/// options fill an `Options` shared with its action: when the subcommand is chosen, `action` runs
+/// `run(options)`. Returns the subcommand and the options, for the caller to add the flags.
+template <class Options, class Run>
+std::pair<CLI::App*, std::shared_ptr<Options>> add_command(CLI::App& app, action_t& action, const std::string& name,
+                                                           const std::string& description, const std::string& footer,
+                                                           Run run) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(name, description);
+  cmd->footer(footer);
+  cmd->callback([&action, o, run] { action = [o, run] { return run(*o); }; });
+  return {cmd, o};
+}
 /// The TLS flags given on this command line, to pass on to a child `redlease` process.
 std::vector<std::string> tls_flag_args();
 /// Parses "250ms", "5s", "2m", "1h" (also "1.5s"); a bare "0" is zero. Empty on a malformed or

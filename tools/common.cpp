@@ -155,6 +155,12 @@ void add_tls_flags(CLI::App* cmd) {
                   "the variable keeps it out of ps)");
 }
 
+CLI::Option* add_connection_flags(CLI::App* cmd, std::string& url, const std::string& description) {
+  auto* opt = cmd->add_option("--redis", url, description);
+  add_tls_flags(cmd);
+  return opt;
+}
+
 std::vector<std::string> tls_flag_args() {
   const tls_flags& f = given_tls_flags();
   std::vector<std::string> out;
