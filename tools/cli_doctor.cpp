@@ -782,40 +782,29 @@ void check_permissions_live(client& c, context& cx, report& r) {
       r.ok(check + ".cleanup", std::string(gone ? "force-unlocked " : "nothing left of ") + name +
                                    " after the failed release");
   };
-  {
-    client own{cx.cfg};  // a client per kind: nothing one probe leaves behind affects the other
-    auto l = own.lock(cx.sample);
-    bool held = false;
-    if (step("probe.lock.acquire", "acquire " + cx.sample, [&] { held = l.try_lock(2s, 5s); })) {
-      if (!held) busy("probe.lock.acquire", cx.sample);
-      else r.ok("probe.lock.acquire", "took the reentrant lock " + cx.sample + " (5 s lease)");
-    }
-    if (held) {
-      if (step("probe.lock.release",
-               "release " + cx.sample + " (keys " + cx.sample + ", " +
-                   describe(lock_kind::reentrant, cx.sample).latch_key("<request>") + ")",
-               [&] { l.unlock(); }))
-        r.ok("probe.lock.release", "released it");
-      else
-        clean_up(l, cx.sample, "probe.lock.release");
-    }
-  }
-  {
+  // Takes and releases one kind of lock on `name` (`what`: "the reentrant lock"; `keys`: what its
+  // release touches), with a client per kind: nothing one probe leaves behind affects the other.
+  auto take_and_release = [&](const std::string& check, const std::string& name, const std::string& what,
+                              const std::string& keys, const std::function<detail::lock_handle(client&)>& make) {
     client own{cx.cfg};
-    auto m = own.mutex(cx.mutex_sample);
+    detail::lock_handle l = make(own);
     bool held = false;
-    if (step("probe.mutex.acquire", "acquire " + cx.mutex_sample, [&] { held = m.try_lock(2s, 5s); })) {
-      if (!held) busy("probe.mutex.acquire", cx.mutex_sample);
-      else r.ok("probe.mutex.acquire", "took the mutex " + cx.mutex_sample + " (5 s lease)");
+    if (step(check + ".acquire", "acquire " + name, [&] { held = l.try_lock(2s, 5s); })) {
+      if (!held) busy(check + ".acquire", name);
+      else r.ok(check + ".acquire", "took " + what + " " + name + " (5 s lease)");
     }
     if (held) {
-      if (step("probe.mutex.release", "release " + cx.mutex_sample + " (key " + cx.mutex_sample + ")",
-               [&] { m.unlock(); }))
-        r.ok("probe.mutex.release", "released it");
+      if (step(check + ".release", "release " + name + " (" + keys + ")", [&] { l.unlock(); }))
+        r.ok(check + ".release", "released it");
       else
-        clean_up(m, cx.mutex_sample, "probe.mutex.release");
+        clean_up(l, name, check + ".release");
     }
-  }
+  };
+  take_and_release("probe.lock", cx.sample, "the reentrant lock",
+                   "keys " + cx.sample + ", " + describe(lock_kind::reentrant, cx.sample).latch_key("<request>"),
+                   [&](client& own) { return detail::lock_handle(own.lock(cx.sample)); });
+  take_and_release("probe.mutex", cx.mutex_sample, "the mutex", "key " + cx.mutex_sample,
+                   [&](client& own) { return detail::lock_handle(own.mutex(cx.mutex_sample)); });
   // A refused wake-up step (no channel permission, or the command renamed away) is a WARN: the
   // library does without it. Anything else (a timeout, a lost connection) is a FAIL.
   auto refused = [](std::error_code ec) { return ec == errc::no_permission || ec == errc::unknown_command; };
