@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compare redlease with redis-plus-plus, a blocking C++ client that does its I/O on the calling
-# thread, on the B1 and B2-sync workloads of `redlease bench`.
+# thread, on the B1 and B2-sync workloads of redlease-bench.
 #
 #   bench/compare-redis-plus-plus.sh [--redlease PATH] [--rounds N] [--seconds S] [RPP_SRC]
 #
@@ -10,17 +10,17 @@
 # It needs cmake, a C++20 compiler, hiredis' headers and library (Debian: libhiredis-dev) and
 # redis-server / redis-cli on PATH.
 #
-# --redlease PATH  the redlease CLI to compare (default build/tools/redlease), e.g. from
-#                  cmake -S . -B /tmp/rl-build -DCMAKE_BUILD_TYPE=Release \
+# --redlease PATH  the redlease-bench program to compare (default build/bench/redlease-bench), e.g.
+#                  from cmake -S . -B /tmp/rl-build -DCMAKE_BUILD_TYPE=Release \
 #                        -DREDLEASE_BUILD_TESTS=OFF -DREDLEASE_BUILD_EXAMPLES=OFF
-#                  cmake --build /tmp/rl-build --target redlease-cli
+#                  cmake --build /tmp/rl-build --target redlease-bench
 # --rounds N       interleaved rounds (default 3; the order of the two libraries alternates)
 # --seconds S      measuring time per case (default 3; 0.3 s warm-up before each case)
 #
 # What it does, all in a scratch directory that is removed at the end: builds redis-plus-plus
 # (static, -O2, no TLS, no tests) and bench/compare_redis_plus_plus.cpp against it, starts a
 # private redis-server on a free loopback port (127.0.0.1 only, no persistence), then per round
-# runs `redlease bench --redis redis://127.0.0.1:N --only B1,B2-sync --json` and the same two
+# runs `redlease-bench --redis redis://127.0.0.1:N --only B1,B2-sync --json` and the same two
 # workloads on redis-plus-plus (RedMutex and RedLock<RedLockMutex>, one master; B2: 16 threads, a
 # 16-connection pool; RedMutex also with one LockWatcher shared by the 16 mutexes). It never
 # touches the project's build.
@@ -32,7 +32,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/.." && pwd)
-redlease="$repo/build/tools/redlease"
+redlease="$repo/build/bench/redlease-bench"
 rounds=3
 seconds=3
 src="${REDIS_PLUS_PLUS_SRC:-}"
@@ -51,7 +51,7 @@ done
 die() { echo "compare-redis-plus-plus: $*" >&2; exit 1; }
 [ -n "$src" ] || die "give the redis-plus-plus source directory (argument or \$REDIS_PLUS_PLUS_SRC)"
 [ -f "$src/src/sw/redis++/patterns/redlock.h" ] || die "$src: no src/sw/redis++/patterns/redlock.h (not a redis-plus-plus tree?)"
-[ -x "$redlease" ] || die "$redlease: not an executable (build redlease-cli, or pass --redlease PATH)"
+[ -x "$redlease" ] || die "$redlease: not an executable (build redlease-bench, or pass --redlease PATH)"
 [[ "$rounds" =~ ^[0-9]+$ ]] && [ "$rounds" -ge 1 ] && [ "$rounds" -le 20 ] || die "--rounds: 1..20"
 command -v redis-server >/dev/null || die "redis-server not on PATH"
 command -v redis-cli >/dev/null || die "redis-cli not on PATH"
@@ -119,7 +119,7 @@ out="$work/results.jsonl"
 : >"$out"
 tag() { sed "s/}\$/,\"round\":$1}/"; }
 run_redlease() {
-  "$redlease" bench --redis "redis://127.0.0.1:$port" --only B1,B2-sync --json --seconds "$seconds" | tag "$1"
+  "$redlease" --redis "redis://127.0.0.1:$port" --only B1,B2-sync --json --seconds "$seconds" | tag "$1"
 }
 run_rpp() {
   "$work/compare_redis_plus_plus" --host 127.0.0.1 --port "$port" --seconds "$seconds" --warmup 0.3 \

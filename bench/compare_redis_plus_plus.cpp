@@ -1,4 +1,4 @@
-// The B1 / B2-sync workloads of `redlease bench`, run on redis-plus-plus (sw::redis), a blocking
+// The B1 / B2-sync workloads of redlease-bench, run on redis-plus-plus (sw::redis), a blocking
 // client that does its I/O on the calling thread. Built and run only by
 // bench/compare-redis-plus-plus.sh, outside the project's build: redlease does not depend on it.
 //
@@ -23,7 +23,7 @@
 //
 // Per case: warm-up, then the measured run; pairs/s, p50/p99 latency of a pair, client CPU µs per
 // pair and context switches per pair (getrusage(RUSAGE_SELF): the whole process, watcher threads
-// included). One JSON object per line, with the field names of `redlease bench --json`.
+// included). One JSON object per line, with the field names of `redlease-bench --json`.
 
 #include <sw/redis++/redis++.h>
 #include <sw/redis++/patterns/redlock.h>

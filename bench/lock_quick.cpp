@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Quick lock figures against a private redis-server (or argv[1]): lock+unlock pairs/s for 1 and 16
 // threads on one client, and the wake-up latency of a waiter after an unlock. The full suite with
-// ceilings comes with `redlease bench`.
+// ceilings comes with redlease-bench.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -42,9 +42,7 @@ int main(int argc, char** argv) {
   if (argc > 1) {
     url = argv[1];
   } else {
-    redlease::local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<redlease::local::redis_server>(o);
+    server = std::make_unique<redlease::local::redis_server>();
     url = server->url();
   }
   redlease::client c{redlease::config::from_url(url)};

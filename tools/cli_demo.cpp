@@ -357,9 +357,7 @@ int run_demo(const std::string& url_opt) {
       std::cerr << "redlease demo: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<local::redis_server>(o);
+    server = std::make_unique<local::redis_server>();
     url = server->url();
     say("redlease demo: private redis-server (pid " + std::to_string(server->pid()) + ") on " + url +
         ", no persistence");
@@ -394,21 +392,18 @@ int run_demo(const std::string& url_opt) {
 }  // namespace
 
 void setup_demo(CLI::App& app, action_t& action) {
-  auto* cmd = app.add_subcommand("demo", "Show, live, what redlease does (starts a private redis-server unless --redis)");
-  auto url = std::make_shared<std::string>();
-  cmd->footer(
+  auto [cmd, url] = add_command<std::string>(
+      app, action, "demo", "Show, live, what redlease does (starts a private redis-server unless --redis)",
       "Exit status: 0 every step passed; 1 some step FAILED; 64 usage; 69 no redis-server on PATH (without\n"
       "--redis), or Redis unavailable; 78 the server refuses a command the demo sends (an ACL permission,\n"
-      "a renamed command); 70 an unexpected error.");
-  cmd->add_option("--redis", *url, "Run against this server instead of a private one");
-  add_tls_flags(cmd);
-  cmd->callback([&action, url] { action = [url] { return run_demo(*url); }; });
+      "a renamed command); 70 an unexpected error.",
+      run_demo);
+  add_connection_flags(cmd, *url, "Run against this server instead of a private one");
 
   // The child process of step 2 (not shown in --help).
   auto* worker = app.add_subcommand("__worker", "")->group("");
   auto w = std::make_shared<std::tuple<std::string, std::string, std::string, int>>();
-  worker->add_option("--redis", std::get<0>(*w))->required();
-  add_tls_flags(worker);
+  add_connection_flags(worker, std::get<0>(*w), "")->required();
   worker->add_option("lock", std::get<1>(*w))->required();
   worker->add_option("counter", std::get<2>(*w))->required();
   worker->add_option("iterations", std::get<3>(*w))->required();

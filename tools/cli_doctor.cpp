@@ -24,7 +24,6 @@
 #include "commands.hpp"
 #include "info_parser.hpp"
 #include "redlease/redlease.hpp"
-#include "redlease_lua.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -150,15 +149,6 @@ class report {
 
 bool contains(std::string_view hay, std::string_view needle) { return hay.find(needle) != std::string_view::npos; }
 
-// The latch key of one reentrant release (src/lock/lock_service.cpp, latch_key).
-std::string latch_of(std::string_view name, std::string_view request) {
-  std::string out = contains(name, "{") ? "redisson_unlock_latch:" + std::string(name)
-                                        : "redisson_unlock_latch:{" + std::string(name) + "}";
-  out += ':';
-  out += request;
-  return out;
-}
-
 // A lock name matched by the glob `pattern`: `*` → "redlease-doctor", `?` → "x", `[...]` → its
 // first character, `\c` → c.
 std::string sample_of(std::string_view pattern, std::string_view filler = "redlease-doctor") {
@@ -189,58 +179,21 @@ std::string sample_of(std::string_view pattern, std::string_view filler = "redle
   return out;
 }
 
-// True if the glob `pattern` ends in an unescaped `*`: patterns derived from it stay open.
-bool open_pattern(const std::string& pattern) {
-  bool escaped = pattern.size() >= 2 && pattern[pattern.size() - 2] == '\\';
-  return !pattern.empty() && pattern.back() == '*' && !escaped;
-}
-
-// A key or channel pattern for what the library derives from the names matched by `pattern`:
-// `prefix:{name}`, or `prefix:name` when the name has a `{` (lock_channel, latch_key), followed by
-// `tail`. A pattern that ends in `*` is left open, as in docs/deployment.md's line
-// (`~redisson_unlock_latch:{locks:*`): its `*` also matches the closing brace and the tail.
-std::string derived_pattern(std::string_view prefix, const std::string& pattern, std::string_view tail) {
-  bool braces = !contains(pattern, "{");
-  std::string out = std::string(prefix) + (braces ? ":{" : ":") + pattern;
-  if (open_pattern(pattern)) return out;
-  if (braces) out += '}';
-  out += tail;
-  return out;
-}
-
 // What a prefix-restricted user needs for the names matched by `pattern` (docs/deployment.md, "ACL:
-// a user limited to a key prefix"), every kind's keys and channels as src/lock/protocols.cpp and the
-// scripts name them. Keys: the lock names; a retried release's latch; the fencing token keys
-// (reentrant and fair, mutex, read-write); the fair lock's queue and deadlines; the read-write
-// lock's per-read timeout keys `{name}:<owner>:rwlock_timeout:<n>` (`name:...` when the name has a
-// `{`: then `~pattern` covers them unless the pattern is closed). Channels (arguments of the scripts,
-// not keys): the reentrant and fair lock's, with the fair waiters' own `...:<owner>`, the mutex's and
-// the read-write lock's. Commands: TIME too, which the acquire scripts call to start a name's first
+// a user limited to a key prefix"): every kind's key and channel patterns (acl_patterns_for: the
+// names, latches, token keys, the fair queue and deadlines, the read timeout keys; the channels with
+// the fair waiters' own). Commands: TIME too, which the acquire scripts call to start a name's first
 // fencing token (it is in no category the others grant). `keyspace`: also the keyspace channel
 // mutex waiters listen on when the server sends keyspace events. The user's password and `on` are
 // left as they are: the line adds to an existing user.
 std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace = false) {
-  std::string line = "ACL SETUSER " + user + " ~" + pattern;
-  if (pattern == "*") {
-    line += " &redisson_lock__channel:* &redlease_mutex__channel:* &redisson_rwlock:*";
-  } else {
-    const bool braces = !contains(pattern, "{");
-    const bool open = open_pattern(pattern);
-    line += " ~" + derived_pattern("redisson_unlock_latch", pattern, ":*");
-    for (const char* token : {"redisson_lock_token", "redlease_mutex_token", "redlease_rwlock_token"})
-      line += " ~" + derived_pattern(token, pattern, "");
-    line += " ~" + derived_pattern("redisson_lock_queue", pattern, "");
-    line += " ~" + derived_pattern("redisson_lock_timeout", pattern, "");
-    if (braces) line += open ? " ~{" + pattern : " ~{" + pattern + "}:*";
-    else if (!open) line += " ~" + pattern + ":*";
-    line += " &" + derived_pattern("redisson_lock__channel", pattern, "");
-    if (!open) line += " &" + derived_pattern("redisson_lock__channel", pattern, ":*");
-    line += " &" + derived_pattern("redlease_mutex__channel", pattern, "");
-    line += " &" + derived_pattern("redisson_rwlock", pattern, "");
-  }
+  const auto acl = acl_patterns_for(pattern);
+  std::string line = "ACL SETUSER " + user;
+  for (const auto& k : acl.keys) line += " ~" + k;
+  for (const auto& ch : acl.channels) line += " &" + ch;
   line += " +@read +@write +@scripting +@pubsub +ping +time +client|setname";
   if (database != 0) line += " +select";
-  if (keyspace) line += " &__keyspace@" + std::to_string(database) + "__:" + pattern;
+  if (keyspace) line += " &" + describe(lock_kind::mutex, pattern).keyspace_channel(database);
   return line;
 }
 
@@ -535,15 +488,16 @@ const std::string request_id = "00112233445566778899aabbccddeeff";
 // acquisition declares its token key.
 std::vector<step> lock_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
-  std::string ch = channel_of("redisson_lock__channel", n);
-  std::string latch = latch_of(n, request_id);
+  const auto l = describe(lock_kind::reentrant, n);
+  const std::string& ch = l.channel();
+  std::string latch = l.latch_key(request_id);
   std::string field = c.id() + ":1";
   return {
       {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}},
       {"release", {"EVALSHA", fake_sha, "2", n, latch, ch, "0", "30000", field, "1", "0", "30000"}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}},
       {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
-      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redisson_lock_token", n), "5000", field}, need::fencing,
+      {"fencing", {"EVALSHA", fake_sha, "2", n, l.token_key, "5000", field}, need::fencing,
        without_fencing},
       {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
       {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
@@ -552,14 +506,15 @@ std::vector<step> lock_steps(const context& cx, const client& c) {
 
 std::vector<step> mutex_steps(const context& cx) {
   const std::string& n = cx.mutex_sample;
-  std::string ch = channel_of("redlease_mutex__channel", n);
+  const auto l = describe(lock_kind::mutex, n);
+  const std::string& ch = l.channel();
   std::string token = "00112233445566778899aabbccddeeff";
   return {
       {"acquire", {"EVALSHA", fake_sha, "1", n, token, "5000"}},
       {"release", {"EVALSHA", fake_sha, "1", n, ch, token}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "s", token}},
       {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "0"}},
-      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redlease_mutex_token", n), token, "5000"}, need::fencing,
+      {"fencing", {"EVALSHA", fake_sha, "2", n, l.token_key, token, "5000"}, need::fencing,
        without_fencing},
       {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
       {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
@@ -570,24 +525,25 @@ std::vector<step> mutex_steps(const context& cx) {
 // a release hands the lock over on the head waiter's own channel `<channel>:<owner field>`.
 std::vector<step> fair_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
-  std::string ch = channel_of("redisson_lock__channel", n);
-  std::string queue = channel_of("redisson_lock_queue", n), deadlines = channel_of("redisson_lock_timeout", n);
+  const auto l = describe(lock_kind::fair, n);
+  const std::string& ch = l.channel();
+  const std::string &queue = l.queue_key, &deadlines = l.deadlines_key;
   std::string field = c.id() + ":1";
   std::string now = "1700000000000";
   return {
       {"acquire", {"EVALSHA", fake_sha, "3", n, queue, deadlines, "5000", field, "30000", now, "1", ch, "publish"}},
       {"release",
-       {"EVALSHA", fake_sha, "4", n, queue, deadlines, latch_of(n, request_id), ch, "publish", "30000", field, "1", "0",
+       {"EVALSHA", fake_sha, "4", n, queue, deadlines, l.latch_key(request_id), ch, "publish", "30000", field, "1", "0",
         "30000", now}},
       {"give-up", {"EVALSHA", fake_sha, "3", n, queue, deadlines, field, "30000", ch, "publish"}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "h", field}},
       {"force-unlock", {"EVALSHA", fake_sha, "3", n, queue, deadlines, ch, "0", now}},
       {"fencing",
-       {"EVALSHA", fake_sha, "4", n, queue, deadlines, channel_of("redisson_lock_token", n), "5000", field, "30000", now,
+       {"EVALSHA", fake_sha, "4", n, queue, deadlines, l.token_key, "5000", field, "30000", now,
         "1", ch, "publish"},
        need::fencing, without_fencing},
-      {"hand-off", {"PUBLISH", ch + ":" + field, "0"}, need::wakeup, without_handoff},
-      {"wait", {"SUBSCRIBE", ch + ":" + field}, need::wakeup, without_subscribe},
+      {"hand-off", {"PUBLISH", l.waiter_channel(field), "0"}, need::wakeup, without_handoff},
+      {"wait", {"SUBSCRIBE", l.waiter_channel(field)}, need::wakeup, without_subscribe},
   };
 }
 
@@ -596,16 +552,17 @@ std::vector<step> fair_steps(const context& cx, const client& c) {
 // so only this step shows a refusal of it).
 std::vector<step> rw_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
-  std::string ch = channel_of("redisson_rwlock", n);
+  const auto l = describe(lock_kind::read, n);
+  const std::string& ch = l.channel();
   std::string field = c.id() + ":1";
-  std::string timeout_key = (contains(n, "{") ? n : "{" + n + "}") + ":" + field + ":rwlock_timeout:1";
+  std::string timeout_key = l.read_timeout_key(field, 1);
   return {
       {"acquire", {"EVALSHA", fake_sha, "1", n, "5000", field}},
       {"read timeout key", {"SET", timeout_key, "1", "PX", "5000"}},
-      {"release", {"EVALSHA", fake_sha, "2", n, latch_of(n, request_id), ch, "publish", field, "1", "0", "30000"}},
+      {"release", {"EVALSHA", fake_sha, "2", n, l.latch_key(request_id), ch, "publish", field, "1", "0", "30000"}},
       {"renew", {"EVALSHA", fake_sha, "1", n, "30000", "r", field}},
       {"force-unlock", {"EVALSHA", fake_sha, "1", n, ch, "1"}},
-      {"fencing", {"EVALSHA", fake_sha, "2", n, channel_of("redlease_rwlock_token", n), "5000", field}, need::fencing,
+      {"fencing", {"EVALSHA", fake_sha, "2", n, l.token_key, "5000", field}, need::fencing,
        without_fencing},
       {"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish},
       {"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe},
@@ -617,6 +574,7 @@ const char* const keyspace_query_step =
 
 std::vector<step> other_steps(const context& cx, const client& c) {
   const std::string& n = cx.sample;
+  const auto l = describe(lock_kind::reentrant, n);
   std::vector<step> s = {
       {"HGET", {"HGET", n, c.id() + ":1"}},
       {"GET", {"GET", n}},
@@ -625,8 +583,7 @@ std::vector<step> other_steps(const context& cx, const client& c) {
       // The fallback when EVALSHA answers NOSCRIPT (a fresh or restarted server), with the largest key
       // set (a release's: the name and the latch).
       {"EVAL (after NOSCRIPT)",
-       {"EVAL", "return 0", "2", n, latch_of(n, "0"), channel_of("redisson_lock__channel", n), "0", "30000", "f", "1",
-        "0", "30000"}},
+       {"EVAL", "return 0", "2", n, l.latch_key("0"), l.channel(), "0", "30000", "f", "1", "0", "30000"}},
       {"PING", {"PING"}},
       {"TIME (the first fencing token of a name)", {"TIME"}, need::fencing, without_fencing, "the TIME command"},
       {"CLIENT SETNAME (connections are then unnamed in CLIENT LIST)", {"CLIENT", "SETNAME", "redlease"},
@@ -750,7 +707,7 @@ bool server_keyspace_on(client& c) {
 }
 
 std::string keyspace_channel(const context& cx) {
-  return "__keyspace@" + std::to_string(cx.cfg.database) + "__:" + cx.mutex_sample;
+  return describe(lock_kind::mutex, cx.mutex_sample).keyspace_channel(cx.cfg.database);
 }
 
 const std::string without_keyspace =
@@ -793,8 +750,8 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
 // publish on and subscribe to its channels, with the library itself. The library's errors carry
 // the server's words (in what() and last_error_text()), and their typed cause picks the advice.
 void check_permissions_live(client& c, context& cx, report& r) {
-  const std::string lock_ch = channel_of("redisson_lock__channel", cx.sample);
-  const std::string mutex_ch = channel_of("redlease_mutex__channel", cx.mutex_sample);
+  const std::string lock_ch = describe(lock_kind::reentrant, cx.sample).channel();
+  const std::string mutex_ch = describe(lock_kind::mutex, cx.mutex_sample).channel();
   // One step: false (and a FAIL line with the library's message) if it throws.
   auto step = [&](const std::string& check, const std::string& doing, const std::function<void()>& run) {
     try {
@@ -825,39 +782,29 @@ void check_permissions_live(client& c, context& cx, report& r) {
       r.ok(check + ".cleanup", std::string(gone ? "force-unlocked " : "nothing left of ") + name +
                                    " after the failed release");
   };
-  {
-    client own{cx.cfg};  // a client per kind: nothing one probe leaves behind affects the other
-    auto l = own.lock(cx.sample);
-    bool held = false;
-    if (step("probe.lock.acquire", "acquire " + cx.sample, [&] { held = l.try_lock(2s, 5s); })) {
-      if (!held) busy("probe.lock.acquire", cx.sample);
-      else r.ok("probe.lock.acquire", "took the reentrant lock " + cx.sample + " (5 s lease)");
-    }
-    if (held) {
-      if (step("probe.lock.release",
-               "release " + cx.sample + " (keys " + cx.sample + ", " + latch_of(cx.sample, "<request>") + ")",
-               [&] { l.unlock(); }))
-        r.ok("probe.lock.release", "released it");
-      else
-        clean_up(l, cx.sample, "probe.lock.release");
-    }
-  }
-  {
+  // Takes and releases one kind of lock on `name` (`what`: "the reentrant lock"; `keys`: what its
+  // release touches), with a client per kind: nothing one probe leaves behind affects the other.
+  auto take_and_release = [&](const std::string& check, const std::string& name, const std::string& what,
+                              const std::string& keys, const std::function<detail::lock_handle(client&)>& make) {
     client own{cx.cfg};
-    auto m = own.mutex(cx.mutex_sample);
+    detail::lock_handle l = make(own);
     bool held = false;
-    if (step("probe.mutex.acquire", "acquire " + cx.mutex_sample, [&] { held = m.try_lock(2s, 5s); })) {
-      if (!held) busy("probe.mutex.acquire", cx.mutex_sample);
-      else r.ok("probe.mutex.acquire", "took the mutex " + cx.mutex_sample + " (5 s lease)");
+    if (step(check + ".acquire", "acquire " + name, [&] { held = l.try_lock(2s, 5s); })) {
+      if (!held) busy(check + ".acquire", name);
+      else r.ok(check + ".acquire", "took " + what + " " + name + " (5 s lease)");
     }
     if (held) {
-      if (step("probe.mutex.release", "release " + cx.mutex_sample + " (key " + cx.mutex_sample + ")",
-               [&] { m.unlock(); }))
-        r.ok("probe.mutex.release", "released it");
+      if (step(check + ".release", "release " + name + " (" + keys + ")", [&] { l.unlock(); }))
+        r.ok(check + ".release", "released it");
       else
-        clean_up(m, cx.mutex_sample, "probe.mutex.release");
+        clean_up(l, name, check + ".release");
     }
-  }
+  };
+  take_and_release("probe.lock", cx.sample, "the reentrant lock",
+                   "keys " + cx.sample + ", " + describe(lock_kind::reentrant, cx.sample).latch_key("<request>"),
+                   [&](client& own) { return detail::lock_handle(own.lock(cx.sample)); });
+  take_and_release("probe.mutex", cx.mutex_sample, "the mutex", "key " + cx.mutex_sample,
+                   [&](client& own) { return detail::lock_handle(own.mutex(cx.mutex_sample)); });
   // A refused wake-up step (no channel permission, or the command renamed away) is a WARN: the
   // library does without it. Anything else (a timeout, a lost connection) is a FAIL.
   auto refused = [](std::error_code ec) { return ec == errc::no_permission || ec == errc::unknown_command; };
@@ -931,7 +878,9 @@ void check_permissions_live(client& c, context& cx, report& r) {
   };
   const std::string& n = cx.sample;
   const std::string field = "redlease-doctor:1";  // an owner field no client has
-  const std::string rw_timeout = (contains(n, "{") ? n : "{" + n + "}") + ":" + field + ":rwlock_timeout:1";
+  const auto reentrant = describe(lock_kind::reentrant, n), fair = describe(lock_kind::fair, n),
+             mutex = describe(lock_kind::mutex, cx.mutex_sample), rw = describe(lock_kind::read, n);
+  const std::string rw_timeout = rw.read_timeout_key(field, 1);
   const std::string no_fair = "the fair lock cannot be used (its scripts declare the queue and the deadlines)";
   const std::string no_read = "read locks cannot be taken (the acquire script writes the timeout key)";
   struct kind_items {
@@ -941,21 +890,18 @@ void check_permissions_live(client& c, context& cx, report& r) {
   };
   const std::vector<kind_items> kinds = {
       {"probe.fencing", false,
-       {{"token key " + channel_of("redisson_lock_token", n), {"EXISTS", channel_of("redisson_lock_token", n)},
-         without_fencing},
-        {"token key " + channel_of("redlease_mutex_token", cx.mutex_sample),
-         {"EXISTS", channel_of("redlease_mutex_token", cx.mutex_sample)}, without_fencing},
-        {"token key " + channel_of("redlease_rwlock_token", n), {"EXISTS", channel_of("redlease_rwlock_token", n)},
-         without_fencing},
+       {{"token key " + reentrant.token_key, {"EXISTS", reentrant.token_key}, without_fencing},
+        {"token key " + mutex.token_key, {"EXISTS", mutex.token_key}, without_fencing},
+        {"token key " + rw.token_key, {"EXISTS", rw.token_key}, without_fencing},
         {"TIME", {"TIME"}, without_fencing}}},
       {"probe.fair", true,
-       {{"queue " + channel_of("redisson_lock_queue", n), {"EXISTS", channel_of("redisson_lock_queue", n)}, no_fair},
-        {"deadlines " + channel_of("redisson_lock_timeout", n), {"EXISTS", channel_of("redisson_lock_timeout", n)},
-         no_fair},
-        {"hand-off channel " + lock_ch + ":" + field, {"PUBLISH", lock_ch + ":" + field, "0"}, without_handoff}}},
+       {{"queue " + fair.queue_key, {"EXISTS", fair.queue_key}, no_fair},
+        {"deadlines " + fair.deadlines_key, {"EXISTS", fair.deadlines_key}, no_fair},
+        {"hand-off channel " + fair.waiter_channel(field), {"PUBLISH", fair.waiter_channel(field), "0"},
+         without_handoff}}},
       {"probe.rwlock", true,
        {{"read timeout key " + rw_timeout, {"EXISTS", rw_timeout}, no_read},
-        {"channel " + channel_of("redisson_rwlock", n), {"PUBLISH", channel_of("redisson_rwlock", n), "0"},
+        {"channel " + rw.channel(), {"PUBLISH", rw.channel(), "0"},
          without_publish}}},
   };
   for (const auto& [check, a_kind, items] : kinds) {
@@ -1198,7 +1144,8 @@ std::string user_of(std::string_view script) {
 
 std::vector<script_command> script_commands() {
   std::vector<script_command> out;
-  for (const auto* sc : detail::lua::all) {
+  for (const auto& script : embedded_scripts()) {
+    const auto* sc = &script;
     std::string_view b = sc->body;
     for (std::string_view call : {"redis.call(", "redis.pcall("}) {
       for (auto p = b.find(call); p != std::string_view::npos; p = b.find(call, p + 1)) {
@@ -1355,26 +1302,24 @@ int doctor(const doctor_options& o) {
 }  // namespace
 
 void setup_doctor(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<doctor_options>();
-  auto* cmd = app.add_subcommand("doctor", "Check a Redis deployment for locks: one line per check, OK/WARN/FAIL");
-  cmd->footer(
+  auto [cmd, o] = add_command<doctor_options>(
+      app, action, "doctor", "Check a Redis deployment for locks: one line per check, OK/WARN/FAIL",
       "Checks connectivity, version, topology, the user's permissions for every command and script the\n"
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
       "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS\n"
       "failed, or the server refuses the connection (only the connectivity line is printed); 64 usage;\n"
-      "70 an unexpected error.");
+      "70 an unexpected error.",
+      doctor);
   cmd->add_option("pattern", o->pattern, "The lock names to check, as an ACL key pattern (default: *)");
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_flag("--json", o->json, "One JSON object per check per line (check, status, detail, advice)");
   cmd->add_option("--acl-user", o->acl_user,
                   "Check this ACL user's permissions with ACL DRYRUN (connect as an administrator); default: the "
                   "connected user");
   cmd->add_flag("--probe", o->probe,
                 "Also take and release a lock and a mutex on the sample name when ACL DRYRUN is available");
-  cmd->callback([&action, o] { action = [o] { return doctor(*o); }; });
 }
 
 }  // namespace redlease::cli

@@ -57,50 +57,32 @@ struct run_options {
   bool mutex = false, fair = false, read = false, write = false, quiet = false, verbose = false, json = false;
 };
 
-// One key a lock kind keeps under a lock's name, and the type the kind keeps there.
-struct kind_key {
-  std::string key;
-  const char* type;  // as TYPE answers: "hash", "string", "list", "zset"
-};
-// The keys `run --<kind>` touches for lock `name` (kind: "reentrant", "mutex", "fair", "read",
-// "write"), token key included: the names of src/lock/protocols.cpp.
-std::vector<kind_key> keys_of_kind(std::string_view kind, std::string_view name) {
-  std::vector<kind_key> keys;
-  const std::string n(name);
-  if (kind == "mutex") {
-    keys.push_back({n, "string"});
-    keys.push_back({channel_of("redlease_mutex_token", name), "string"});
-  } else if (kind == "read" || kind == "write") {
-    keys.push_back({n, "hash"});
-    keys.push_back({channel_of("redlease_rwlock_token", name), "string"});
-  } else {
-    keys.push_back({n, "hash"});
-    if (kind == "fair") {
-      keys.push_back({channel_of("redisson_lock_queue", name), "list"});
-      keys.push_back({channel_of("redisson_lock_timeout", name), "zset"});
-    }
-    keys.push_back({channel_of("redisson_lock_token", name), "string"});
-  }
-  return keys;
-}
-
-// After a `wrong_type` failure: which of `keys` holds another type, as `; "KEY" holds a list where
-// the fair lock keeps a zset` per key not already named in `said` (empty if none, or if TYPE fails).
-std::string wrong_types(client& c, std::string_view kind, const std::vector<kind_key>& keys, std::string_view said) {
-  const std::string who = kind == "mutex"                      ? "a mutex"
-                          : kind == "fair"                     ? "the fair lock"
-                          : kind == "read" || kind == "write" ? "the read-write lock"
-                                                               : "the reentrant lock";
+// After a `wrong_type` failure: which of the keys `kind` keeps under `name` (describe()) holds
+// another type, as `; "KEY" holds a list where the fair lock keeps a zset` per key not already named
+// in `said` (empty if none, or if TYPE fails).
+std::string wrong_types(client& c, lock_kind kind, std::string_view name, std::string_view said) {
+  const std::string who = kind == lock_kind::mutex                               ? "a mutex"
+                          : kind == lock_kind::fair                              ? "the fair lock"
+                          : kind == lock_kind::read || kind == lock_kind::write ? "the read-write lock"
+                                                                                 : "the reentrant lock";
   std::string out;
-  for (const auto& k : keys) {
+  for (const auto& k : describe(kind, name).keys) {
     if (said.find(k.key) != std::string_view::npos) continue;
     std::error_code ec;
     auto t = c.command({"TYPE", k.key}, ec);
     if (ec) return out;
     if (t.str != "none" && t.str != k.type)
-      out += "; \"" + printable(k.key) + "\" holds a " + t.str + " where " + who + " keeps a " + k.type;
+      out += "; \"" + printable(k.key) + "\" holds a " + t.str + " where " + who + " keeps a " + std::string(k.type);
   }
   return out;
+}
+
+lock_kind kind_of(const run_options& o) {
+  return o.mutex ? lock_kind::mutex
+         : o.fair ? lock_kind::fair
+         : o.read ? lock_kind::read
+         : o.write ? lock_kind::write
+                   : lock_kind::reentrant;
 }
 
 const char* kind_name(const run_options& o) {
@@ -204,6 +186,11 @@ class unique_fd {
   unique_fd(const unique_fd&) = delete;
   unique_fd& operator=(const unique_fd&) = delete;
   int get() const noexcept { return fd_; }
+  /// Closes the descriptor held, if any, and holds `fd`.
+  void reset(int fd) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
 
  private:
   int fd_;
@@ -353,240 +340,237 @@ constexpr milliseconds min_watchdog_timeout{100};
 // allows, and both must outlast the same round trip to Redis.
 constexpr milliseconds min_lease{100};
 
-// `reraise`: the signal the command died of, when redlease should end by it too (see run()).
-int run_command(const run_options& o, int& reraise) {
-  const reporter rep(o, o.name);
-  auto fail = [&](int status, const std::string& message) {
-    rep(reporter::error, "error").str("message", message).num("status", status).say(message);
+// One `redlease run`, in the order it happens; run() strings the steps together. A step that ends
+// the run returns its exit status; std::nullopt goes on to the next step.
+//   prepare()      the options' durations; the forwarded signals blocked and read from a signalfd
+//   connect()      the client and the lock handle
+//   acquire()      the lock, asynchronously, or a signal that ends the wait
+//   spawn()        the command, with REDLEASE_LOCK_NAME and REDLEASE_FENCING_TOKEN
+//   supervise()    the command until it exits: signals forwarded, terminated when the lock is lost
+//   exit_status()  the release, and the status redlease exits with
+class run_session {
+ public:
+  explicit run_session(const run_options& o) : o_(o), rep_(o, o.name) {}
+  run_session(const run_session&) = delete;
+  run_session& operator=(const run_session&) = delete;
+
+  // `reraise`: the signal the command died of, when redlease should end by it too (see run()).
+  int run(int& reraise) {
+    if (auto end = prepare()) return *end;
+    try {
+      connect();
+      if (auto end = acquire()) return *end;
+      if (auto end = spawn()) return *end;
+      return exit_status(supervise(), reraise);
+    } catch (const error& e) {
+      return fail(exit_code_for(e.code()), e.what());
+    } catch (const std::exception& e) {
+      return fail(exit_code::software, e.what());
+    }
+  }
+
+ private:
+  using step = std::optional<int>;
+
+  int fail(int status, const std::string& message) const {
+    rep_(reporter::error, "error").str("message", message).num("status", status).say(message);
     return status;
-  };
-
-  std::optional<milliseconds> wait, lease;
-  if (!o.wait.empty()) wait = parse_duration(o.wait);
-  if (!o.lease.empty()) {
-    lease = parse_duration(o.lease);
-    if (!lease || *lease < min_lease)
-      return fail(exit_code::usage, "--lease must be at least " + format_ms(min_lease) +
-                                        ": the lease starts when Redis grants the lock, and the reply must come "
-                                        "back and the command start before it ends");
   }
-  auto watchdog = parse_duration(o.watchdog);
-  if (!watchdog || *watchdog < min_watchdog_timeout)
-    return fail(exit_code::usage, "--watchdog-timeout must be at least " + format_ms(min_watchdog_timeout) +
-                                      ": it is the lease, renewed every third of it, and each renewal is a "
-                                      "round trip to Redis that must come back before the lease ends");
-  auto kill_after = parse_duration(o.kill_after).value_or(milliseconds(10'000));
-  if (o.command.empty()) return fail(exit_code::usage, "no command given");
 
-  // Signals: block the forwarded ones (unless ignored, e.g. SIGHUP under nohup) and SIGCHLD before
-  // any thread exists; they are read from a signalfd. SIGCHLD must not be ignored (auto-reaping).
-  std::signal(SIGCHLD, SIG_DFL);
-  sigset_t handled, previous, defaults;
-  sigemptyset(&handled);
-  sigemptyset(&defaults);
-  sigaddset(&handled, SIGCHLD);
-  sigaddset(&defaults, SIGCHLD);
-  // A closed stderr (`... 2>&1 | head -1`, a log reader that restarts) must not kill redlease while
-  // the command runs and the lock is held: SIGPIPE is ignored here (a write that fails is dropped).
-  // The command gets it at its default, as it would without redlease.
-  {
-    struct sigaction old {};
-    if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&defaults, SIGPIPE);
-    std::signal(SIGPIPE, SIG_IGN);
-  }
-  for (int sig : forwarded_signals) {
-    struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-    sigaddset(&handled, sig);
-    sigaddset(&defaults, sig);
-  }
-  ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
-  unique_fd sigfd{::signalfd(-1, &handled, SFD_CLOEXEC | SFD_NONBLOCK)};
-  auto state = std::make_shared<shared_state>();
-  if (sigfd.get() < 0 || state->wake.get() < 0)
-    return fail(exit_code::software, std::string("cannot set up signal handling: ") + std::strerror(errno));
-  const std::set<int> inherited = open_fds();
+  step prepare() {
+    if (!o_.wait.empty()) wait_ = parse_duration(o_.wait);
+    if (!o_.lease.empty()) {
+      lease_ = parse_duration(o_.lease);
+      if (!lease_ || *lease_ < min_lease)
+        return fail(exit_code::usage, "--lease must be at least " + format_ms(min_lease) +
+                                          ": the lease starts when Redis grants the lock, and the reply must come "
+                                          "back and the command start before it ends");
+    }
+    auto watchdog = parse_duration(o_.watchdog);
+    if (!watchdog || *watchdog < min_watchdog_timeout)
+      return fail(exit_code::usage, "--watchdog-timeout must be at least " + format_ms(min_watchdog_timeout) +
+                                        ": it is the lease, renewed every third of it, and each renewal is a "
+                                        "round trip to Redis that must come back before the lease ends");
+    watchdog_ = *watchdog;
+    kill_after_ = parse_duration(o_.kill_after).value_or(milliseconds(10'000));
+    if (o_.command.empty()) return fail(exit_code::usage, "no command given");
 
-  try {
+    // Signals: block the forwarded ones (unless ignored, e.g. SIGHUP under nohup) and SIGCHLD before
+    // any thread exists; they are read from a signalfd. SIGCHLD must not be ignored (auto-reaping).
+    std::signal(SIGCHLD, SIG_DFL);
+    sigemptyset(&handled_);
+    sigemptyset(&defaults_);
+    sigaddset(&handled_, SIGCHLD);
+    sigaddset(&defaults_, SIGCHLD);
+    // A closed stderr (`... 2>&1 | head -1`, a log reader that restarts) must not kill redlease while
+    // the command runs and the lock is held: SIGPIPE is ignored here (a write that fails is dropped).
+    // The command gets it at its default, as it would without redlease.
+    {
+      struct sigaction old {};
+      if (::sigaction(SIGPIPE, nullptr, &old) == 0 && old.sa_handler != SIG_IGN) sigaddset(&defaults_, SIGPIPE);
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+    for (int sig : forwarded_signals) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+      sigaddset(&handled_, sig);
+      sigaddset(&defaults_, sig);
+    }
+    ::pthread_sigmask(SIG_BLOCK, &handled_, &previous_);
+    sigfd_.reset(::signalfd(-1, &handled_, SFD_CLOEXEC | SFD_NONBLOCK));
+    if (sigfd_.get() < 0 || state_->wake.get() < 0)
+      return fail(exit_code::software, std::string("cannot set up signal handling: ") + std::strerror(errno));
+    inherited_ = open_fds();
+    return std::nullopt;
+  }
+
+  void connect() {
     std::function<void(const std::string&)> warn;
-    if (o.json) warn = [&rep](const std::string& text) { rep(reporter::notice, "warning").str("message", text).say(text); };
-    auto cfg = make_config(o.url, warn);
-    cfg.watchdog_timeout = *watchdog;
-    if (o.json) {
+    if (o_.json)
+      warn = [this](const std::string& text) { rep_(reporter::notice, "warning").str("message", text).say(text); };
+    cfg_ = make_config(o_.url, warn);
+    cfg_.watchdog_timeout = watchdog_;
+    if (o_.json) {
       // One JSON object per line: what the client reports in the background (a stalled connection
       // dropped, a TLS warning) is an event too, not the library's plain line.
-      cfg.on_error = [&rep](const background_error& e) {
+      cfg_.on_error = [this](const background_error& e) {
         if (e.source == "tls" && e.code == std::error_code{}) return;  // the --insecure warning, said above
         const std::string message = e.message.empty() ? e.code.message() : e.message;
-        rep(reporter::notice, "background_error").str("source", e.source).str("message", message).say(message);
+        rep_(reporter::notice, "background_error").str("source", e.source).str("message", message).say(message);
       };
     }
-    // Declared before the client: the acquisition's handler clears its slot when it completes, which
-    // may be as late as the client's close.
-    asio::cancellation_signal cancel;
-    client c{cfg};
-    c.ping();
-
-    detail::lock_handle lock = o.mutex   ? detail::lock_handle(c.mutex(o.name))
-                               : o.fair  ? detail::lock_handle(c.fair_lock(o.name))
-                               : o.read  ? detail::lock_handle(c.read_lock(o.name))
-                               : o.write ? detail::lock_handle(c.write_lock(o.name))
-                                         : detail::lock_handle(c.lock(o.name));
-    lock.on_lost([state](const lost_info& info) {
+    c_.emplace(cfg_);
+    c_->ping();
+    client& c = *c_;
+    lock_.emplace(o_.mutex   ? detail::lock_handle(c.mutex(o_.name))
+                  : o_.fair  ? detail::lock_handle(c.fair_lock(o_.name))
+                  : o_.read  ? detail::lock_handle(c.read_lock(o_.name))
+                  : o_.write ? detail::lock_handle(c.write_lock(o_.name))
+                             : detail::lock_handle(c.lock(o_.name)));
+    lock_->on_lost([state = state_](const lost_info& info) {
       state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
       state->notify();
     });
+  }
 
-    // ---- acquire: asynchronously, owned by this thread, so that signals can end the wait.
-    const owner_id owner = this_thread_owner();
-    // Every grant takes a fencing token (no extra round trip): the command gets it to pass on to
-    // what it writes (REDLEASE_FENCING_TOKEN).
-    auto finish = [state](std::error_code ec, bool got, std::uint64_t token) {
-      state->fencing_token = token;
-      state->acquire_error = ec;
-      if (ec) state->acquire_error_text = last_error_text();
-      state->acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
-                           std::memory_order_release);
-      state->notify();
-    };
-    // An ACL that predates fencing may not allow the token key: then the lock is taken without a
-    // token (said once, as a `no_fencing_token` notice: a JSON event with --json, nothing with -q),
-    // as before, rather than not at all.
-    std::function<void()> acquire_plain = [&] {
-      auto plain = [finish](std::error_code ec, bool got) { finish(ec, got, 0); };
-      if (!wait) {
-        auto v = [plain](std::error_code ec) { plain(ec, !ec); };
-        if (lease) lock.async_lock(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), v));
-        else lock.async_lock(owner, asio::bind_cancellation_slot(cancel.slot(), v));
-      } else {
-        if (lease) lock.async_try_lock(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), plain));
-        else lock.async_try_lock(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), plain));
-      }
-    };
-    auto done = [finish, &acquire_plain, &rep](std::error_code ec, std::uint64_t token) {
+  // The end of an acquisition, on the I/O thread: what the main thread reads once woken.
+  static void finish(shared_state& state, std::error_code ec, bool got, std::uint64_t token) {
+    state.fencing_token = token;
+    state.acquire_error = ec;
+    if (ec) state.acquire_error_text = last_error_text();
+    state.acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
+                        std::memory_order_release);
+    state.notify();
+  }
+
+  // Every grant takes a fencing token (no extra round trip): the command gets it to pass on to
+  // what it writes (REDLEASE_FENCING_TOKEN). A signal cancels the acquisition: an attempt on the
+  // wire is waited for, and a grant it brought is given back, so an interrupted `run` never leaves
+  // the lock held until its lease ends.
+  void start_acquisition() {
+    auto done = [this](std::error_code ec, std::uint64_t token) {
       if (ec == errc::no_permission) {
         const std::string why = last_error_text().empty() ? ec.message() : last_error_text();
-        rep(reporter::notice, "no_fencing_token")
+        rep_(reporter::notice, "no_fencing_token")
             .str("message", why)
-            .say("no fencing token for lock " + rep.quoted() + ": " + why +
+            .say("no fencing token for lock " + rep_.quoted() + ": " + why +
                  " (allow the token key in the ACL: docs/deployment.md); taking the lock without one");
-        return acquire_plain();
+        return start_plain_acquisition();
       }
-      finish(ec, !ec && token != 0, token);
+      finish(*state_, ec, !ec && token != 0, token);
     };
-    // A signal cancels the acquisition: an attempt on the wire is waited for, and a grant it brought
-    // is given back, so an interrupted `run` never leaves the lock held until its lease ends.
-    const auto t0 = steady::now();
-    if (!wait) {
-      if (lease) lock.async_lock_and_get_token(owner, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
-      else lock.async_lock_and_get_token(owner, asio::bind_cancellation_slot(cancel.slot(), done));
+    auto slot = cancel_.slot();
+    if (!wait_) {
+      if (lease_) lock_->async_lock_and_get_token(owner_, *lease_, asio::bind_cancellation_slot(slot, done));
+      else lock_->async_lock_and_get_token(owner_, asio::bind_cancellation_slot(slot, done));
     } else {
-      if (lease) lock.async_try_lock_and_get_token(owner, *wait, *lease, asio::bind_cancellation_slot(cancel.slot(), done));
-      else lock.async_try_lock_and_get_token(owner, *wait, asio::bind_cancellation_slot(cancel.slot(), done));
+      if (lease_)
+        lock_->async_try_lock_and_get_token(owner_, *wait_, *lease_, asio::bind_cancellation_slot(slot, done));
+      else lock_->async_try_lock_and_get_token(owner_, *wait_, asio::bind_cancellation_slot(slot, done));
     }
-    // Waits (bounded) for the acquisition to end after a cancellation.
-    auto await_cancelled = [&] {
-      asio::post(c.get_executor(), [&cancel] { cancel.emit(asio::cancellation_type::total); });
-      const auto limit = steady::now() + 2 * cfg.request_timeout + std::chrono::seconds(1);
-      pollfd wake{state->wake.get(), POLLIN, 0};
-      while (state->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - steady::now()).count();
-        ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
-        drain(state->wake.get());
-      }
-    };
+  }
 
-    auto interrupted = [&](int sig) {
-      rep(reporter::notice, "interrupted")
-          .str("signal", signal_name(sig))
-          .num("wait_ms", ms_between(t0, steady::now()))
-          .say(signal_name(sig) + " while waiting for lock " + rep.quoted() + "; not running the command");
-      return 128 + sig;
-    };
+  // An ACL that predates fencing may not allow the token key: then the lock is taken without a
+  // token (said once, as a `no_fencing_token` notice: a JSON event with --json, nothing with -q),
+  // as before, rather than not at all.
+  void start_plain_acquisition() {
+    auto plain = [state = state_](std::error_code ec, bool got) { finish(*state, ec, got, 0); };
+    auto slot = cancel_.slot();
+    if (!wait_) {
+      auto v = [plain](std::error_code ec) { plain(ec, !ec); };
+      if (lease_) lock_->async_lock(owner_, *lease_, asio::bind_cancellation_slot(slot, v));
+      else lock_->async_lock(owner_, asio::bind_cancellation_slot(slot, v));
+    } else {
+      if (lease_) lock_->async_try_lock(owner_, *wait_, *lease_, asio::bind_cancellation_slot(slot, plain));
+      else lock_->async_try_lock(owner_, *wait_, asio::bind_cancellation_slot(slot, plain));
+    }
+  }
 
-    pollfd fds[2] = {{sigfd.get(), POLLIN, 0}, {state->wake.get(), POLLIN, 0}};
-    while (state->acquire.load(std::memory_order_acquire) == shared_state::pending) {
+  // Waits (bounded) for the acquisition to end after a cancellation.
+  void await_cancelled() {
+    asio::post(c_->get_executor(), [this] { cancel_.emit(asio::cancellation_type::total); });
+    const auto limit = steady::now() + 2 * cfg_.request_timeout + std::chrono::seconds(1);
+    pollfd wake{state_->wake.get(), POLLIN, 0};
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - steady::now()).count();
+      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
+      drain(state_->wake.get());
+    }
+  }
+
+  int interrupted(int sig) const {
+    rep_(reporter::notice, "interrupted")
+        .str("signal", signal_name(sig))
+        .num("wait_ms", ms_between(t0_, steady::now()))
+        .say(signal_name(sig) + " while waiting for lock " + rep_.quoted() + "; not running the command");
+    return 128 + sig;
+  }
+
+  step acquire() {
+    owner_ = this_thread_owner();
+    t0_ = steady::now();
+    start_acquisition();
+    pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
       if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
-      drain(state->wake.get());
-      for (const auto& si : read_signals(sigfd.get())) {
+      drain(state_->wake.get());
+      for (const auto& si : read_signals(sigfd_.get())) {
         int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGCHLD) continue;
         await_cancelled();
-        if (state->acquire.load(std::memory_order_acquire) == shared_state::acquired) {
+        if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired) {
           std::error_code ec;
-          lock.unlock(ec);  // it was granted just before the cancellation
+          lock_->unlock(ec);  // it was granted just before the cancellation
         }
         return interrupted(sig);
       }
     }
-    const auto waited = ms_between(t0, steady::now());
-    switch (state->acquire.load(std::memory_order_acquire)) {
+    const auto waited = ms_between(t0_, steady::now());
+    switch (state_->acquire.load(std::memory_order_acquire)) {
       case shared_state::not_acquired:
-        rep(reporter::notice, "not_acquired")
+        rep_(reporter::notice, "not_acquired")
             .num("wait_ms", waited)
-            .say("lock " + rep.quoted() + (wait->count() == 0 ? std::string(" is held by another owner")
-                                                             : " not acquired within " + format_ms(*wait)));
+            .say("lock " + rep_.quoted() + (wait_->count() == 0 ? std::string(" is held by another owner")
+                                                               : " not acquired within " + format_ms(*wait_)));
         return exit_code::not_acquired;
       case shared_state::failed: {
         // The server's WRONGTYPE does not say which key: the kind's keys are looked at to say it.
         std::string which;
-        if (state->acquire_error == errc::wrong_type) which = wrong_types(c, kind_name(o), keys_of_kind(kind_name(o), o.name), state->acquire_error_text);
-        throw error(state->acquire_error,
-                    "lock " + rep.quoted() +
-                        (state->acquire_error_text.empty() ? "" : ": " + state->acquire_error_text) + which);
+        if (state_->acquire_error == errc::wrong_type)
+          which = wrong_types(*c_, kind_of(o_), o_.name, state_->acquire_error_text);
+        throw error(state_->acquire_error,
+                    "lock " + rep_.quoted() +
+                        (state_->acquire_error_text.empty() ? "" : ": " + state_->acquire_error_text) + which);
       }
       default:
         break;
     }
-    rep(reporter::verbose_only, "acquired")
-        .str("kind", kind_name(o))
+    rep_(reporter::verbose_only, "acquired")
+        .str("kind", kind_name(o_))
         .num("wait_ms", waited)
-        .say("acquired lock " + rep.quoted() + " after " + std::to_string(waited) + " ms");
+        .say("acquired lock " + rep_.quoted() + " after " + std::to_string(waited) + " ms");
 
-    // Releases the lock; true if it was still ours.
-    bool lost_reported = false;
-    std::error_code release_error;
-    auto report_lost = [&](const char* reason) {
-      if (lost_reported) return;
-      lost_reported = true;
-      rep(reporter::notice, "lost").str("reason", reason).say("lock " + rep.quoted() + " lost (" + reason + ")");
-    };
-    auto release = [&]() {
-      // Known lost already: nothing of ours to release (an unlock would only wait on a server that
-      // may be the reason the lock was lost).
-      if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
-        report_lost(reason_name(static_cast<lost_reason>(why)));
-        return false;
-      }
-      std::error_code ec;
-      lock.unlock(ec);
-      if (!ec) {
-        rep(reporter::verbose_only, "released").say("released lock " + rep.quoted());
-      } else if (ec == errc::lock_lost) {
-        int why = state->lost.load(std::memory_order_acquire);
-        if (why >= 0) {
-          report_lost(reason_name(static_cast<lost_reason>(why)));
-        } else {
-          // Found at the release (a fixed lease is not renewed, so nothing looked before): the key
-          // is someone else's now, or gone.
-          std::error_code xec;
-          auto r = c.command({"EXISTS", o.name}, xec);
-          report_lost(xec ? "unknown" : r.integer == 1 ? "taken" : "deleted");
-        }
-        return false;
-      } else {
-        // Printed even with -q: the next run may be refused until the lease ends.
-        std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
-        rep(reporter::error, "release_failed")
-            .str("message", why)
-            .say("could not release lock " + rep.quoted() + ": " + why +
-                 "; it may stay held until its lease ends (the release may also have run)");
-        release_error = ec;
-      }
-      return true;
-    };
-
-    if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
+    if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
       // Lost before the command even started (a very short --lease): do not run it.
       report_lost(reason_name(static_cast<lost_reason>(why)));
       release();
@@ -594,29 +578,33 @@ int run_command(const run_options& o, int& reraise) {
     }
     // A signal that came with the grant (the wait above ended on the grant before reading it): the
     // command is not started, as for a signal during the wait.
-    for (const auto& si : read_signals(sigfd.get())) {
+    for (const auto& si : read_signals(sigfd_.get())) {
       int sig = static_cast<int>(si.ssi_signo);
       if (sig == SIGCHLD) continue;
       release();
       return interrupted(sig);
     }
+    return std::nullopt;
+  }
 
-    // ---- spawn the command. The client's sockets are already close-on-exec (open_cloexec in
-    // src/net/connection.cpp), as are Asio's and our own descriptors; as a safety net for anything
-    // else opened since we started, mark every such descriptor close-on-exec too (keeping those we
-    // inherited, which the user may mean for the child).
+  step spawn() {
+    // The client's sockets are already close-on-exec (open_cloexec in src/net/connection.cpp), as
+    // are Asio's and our own descriptors; as a safety net for anything else opened since we
+    // started, mark every such descriptor close-on-exec too (keeping those we inherited, which the
+    // user may mean for the child).
     for (int fd : open_fds())
-      if (!inherited.count(fd)) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
+      if (!inherited_.count(fd)) ::fcntl(fd, F_SETFD, ::fcntl(fd, F_GETFD) | FD_CLOEXEC);
     std::vector<std::string> env_strings;
     for (char** e = environ; e && *e; ++e)
       if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0 && std::strncmp(*e, "REDLEASE_FENCING_TOKEN=", 23) != 0)
         env_strings.emplace_back(*e);
-    env_strings.push_back("REDLEASE_LOCK_NAME=" + o.name);
-    if (state->fencing_token != 0) env_strings.push_back("REDLEASE_FENCING_TOKEN=" + std::to_string(state->fencing_token));
+    env_strings.push_back("REDLEASE_LOCK_NAME=" + o_.name);
+    if (state_->fencing_token != 0)
+      env_strings.push_back("REDLEASE_FENCING_TOKEN=" + std::to_string(state_->fencing_token));
     std::vector<char*> envp, argv;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::vector<std::string> args = o.command;
+    std::vector<std::string> args = o_.command;
     for (auto& s : args) argv.push_back(s.data());
     argv.push_back(nullptr);
 
@@ -628,53 +616,57 @@ int run_command(const run_options& o, int& reraise) {
     // redlease's group (`timeout` in a script, `kill -- -PGID`) then reaches each of the command's
     // processes once, not twice, and a lost lock stops the processes the command started too (a
     // `sh -c 'a; b'` whose shell alone was killed left `a` running without the lock).
-    bool own_group = !has_controlling_terminal();
-    pid_t pid = -1;
-    int rc = spawn_command(argv, envp, previous, defaults, own_group, pid);
+    own_group_ = !has_controlling_terminal();
+    int rc = spawn_command(argv, envp, previous_, defaults_, own_group_, pid_);
     if (rc != 0) {
       int status = rc == ENOENT ? exit_code::not_found : exit_code::cannot_exec;
-      std::string msg = printable(o.command.front()) + ": " +
+      std::string msg = printable(o_.command.front()) + ": " +
                         (rc == ENOENT ? std::string("command not found") : std::string(std::strerror(rc)));
-      rep(reporter::error, "exec_failed").str("message", msg).num("status", status).say(msg);
+      rep_(reporter::error, "exec_failed").str("message", msg).num("status", status).say(msg);
       release();
       return status;
     }
-    rep(reporter::verbose_only, "started")
-        .num("pid", pid)
-        .str("command", o.command.front())
-        .say("started " + printable(o.command.front()) + " (pid " + std::to_string(pid) + ")");
+    rep_(reporter::verbose_only, "started")
+        .num("pid", pid_)
+        .str("command", o_.command.front())
+        .say("started " + printable(o_.command.front()) + " (pid " + std::to_string(pid_) + ")");
+    return std::nullopt;
+  }
 
-    // ---- supervise
-    const pid_t target = own_group ? -pid : pid;  // whom kill() reaches: the command, or its group
+  // Returns the command's wait status.
+  int supervise() {
+    const pid_t target = own_group_ ? -pid_ : pid_;  // whom kill() reaches: the command, or its group
+    pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
     int wstatus = 0;
-    bool lost = false, killed = false;
+    bool killed = false;
     std::optional<steady::time_point> kill_at;
     for (;;) {
-      pid_t r = ::waitpid(pid, &wstatus, WNOHANG);
-      if (r == pid) break;
+      pid_t r = ::waitpid(pid_, &wstatus, WNOHANG);
+      if (r == pid_) break;
       if (r < 0 && errno != EINTR) {
         wstatus = 0;
         break;  // cannot happen (ECHILD only if someone else reaped it)
       }
-      if (!lost) {
-        if (int why = state->lost.load(std::memory_order_acquire); why >= 0) {
-          lost = true;
+      if (!lost_) {
+        if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
+          lost_ = true;
           report_lost(reason_name(static_cast<lost_reason>(why)));
           ::kill(target, SIGTERM);
-          rep(reporter::notice, "terminating")
-              .num("pid", pid)
+          rep_(reporter::notice, "terminating")
+              .num("pid", pid_)
               .str("signal", "SIGTERM")
-              .say("sending SIGTERM to pid " + std::to_string(pid) + "; SIGKILL in " + format_ms(kill_after));
-          kill_at = steady::now() + kill_after;
+              .say("sending SIGTERM to pid " + std::to_string(pid_) + "; SIGKILL in " + format_ms(kill_after_));
+          kill_at = steady::now() + kill_after_;
         }
       }
       if (kill_at && !killed && steady::now() >= *kill_at) {
         killed = true;
         ::kill(target, SIGKILL);
-        rep(reporter::notice, "killing")
-            .num("pid", pid)
+        rep_(reporter::notice, "killing")
+            .num("pid", pid_)
             .str("signal", "SIGKILL")
-            .say("pid " + std::to_string(pid) + " still running after " + format_ms(kill_after) + "; sending SIGKILL");
+            .say("pid " + std::to_string(pid_) + " still running after " + format_ms(kill_after_) +
+                 "; sending SIGKILL");
       }
       int timeout = -1;
       if (kill_at && !killed) {
@@ -683,41 +675,109 @@ int run_command(const run_options& o, int& reraise) {
       }
       if (::poll(fds, 2, timeout) < 0 && errno != EINTR)
         throw std::system_error(errno, std::generic_category(), "poll");
-      drain(state->wake.get());
-      for (const auto& si : read_signals(sigfd.get())) {
+      drain(state_->wake.get());
+      for (const auto& si : read_signals(sigfd_.get())) {
         int sig = static_cast<int>(si.ssi_signo);
         if (sig == SIGCHLD) continue;
         // A signal the terminal sent (Ctrl-C, Ctrl-\) went to the child too when it shares our
         // process group (at a terminal). Forward only those sent to redlease itself then.
-        if (si.ssi_code == SI_KERNEL && !own_group) continue;
+        if (si.ssi_code == SI_KERNEL && !own_group_) continue;
         ::kill(target, sig);
-        rep(reporter::verbose_only, "signal")
-            .num("pid", pid)
+        rep_(reporter::verbose_only, "signal")
+            .num("pid", pid_)
             .str("signal", signal_name(sig))
-            .say("forwarded " + signal_name(sig) + " to pid " + std::to_string(pid));
+            .say("forwarded " + signal_name(sig) + " to pid " + std::to_string(pid_));
       }
     }
+    return wstatus;
+  }
+
+  int exit_status(int wstatus, int& reraise) {
     int status = shell_status(wstatus);
-    auto ev = rep(reporter::verbose_only, "exited");
-    ev.num("pid", pid).num("status", status);
+    auto ev = rep_(reporter::verbose_only, "exited");
+    ev.num("pid", pid_).num("status", status);
     if (WIFSIGNALED(wstatus)) ev.str("signal", signal_name(WTERMSIG(wstatus)));
-    ev.say("pid " + std::to_string(pid) + " exited with status " + std::to_string(status));
+    ev.say("pid " + std::to_string(pid_) + " exited with status " + std::to_string(status));
 
     bool still_ours = release();
-    if (lost || !still_ours) return exit_code::lock_lost;
+    if (lost_ || !still_ours) return exit_code::lock_lost;
     // The command's own failure wins; a success whose lock stays held is not a success.
-    if (release_error && status == 0)
-      return exit_code_for(release_error) == exit_code::config_problem ? exit_code::config_problem
-                                                                       : exit_code::release_failed;
+    if (release_error_ && status == 0)
+      return exit_code_for(release_error_) == exit_code::config_problem ? exit_code::config_problem
+                                                                        : exit_code::release_failed;
     // Only a signal redlease handles: one ignored when it started (SIGHUP under nohup) stays ignored.
-    if (WIFSIGNALED(wstatus) && ::sigismember(&handled, WTERMSIG(wstatus)) == 1) reraise = WTERMSIG(wstatus);
+    if (WIFSIGNALED(wstatus) && ::sigismember(&handled_, WTERMSIG(wstatus)) == 1) reraise = WTERMSIG(wstatus);
     return status;
-  } catch (const error& e) {
-    return fail(exit_code_for(e.code()), e.what());
-  } catch (const std::exception& e) {
-    return fail(exit_code::software, e.what());
   }
-}
+
+  void report_lost(const char* reason) {
+    if (lost_reported_) return;
+    lost_reported_ = true;
+    rep_(reporter::notice, "lost").str("reason", reason).say("lock " + rep_.quoted() + " lost (" + reason + ")");
+  }
+
+  // Releases the lock; true if it was still ours.
+  bool release() {
+    // Known lost already: nothing of ours to release (an unlock would only wait on a server that
+    // may be the reason the lock was lost).
+    if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
+      report_lost(reason_name(static_cast<lost_reason>(why)));
+      return false;
+    }
+    std::error_code ec;
+    lock_->unlock(ec);
+    if (!ec) {
+      rep_(reporter::verbose_only, "released").say("released lock " + rep_.quoted());
+    } else if (ec == errc::lock_lost) {
+      int why = state_->lost.load(std::memory_order_acquire);
+      if (why >= 0) {
+        report_lost(reason_name(static_cast<lost_reason>(why)));
+      } else {
+        // Found at the release (a fixed lease is not renewed, so nothing looked before): the key
+        // is someone else's now, or gone.
+        std::error_code xec;
+        auto r = c_->command({"EXISTS", o_.name}, xec);
+        report_lost(xec ? "unknown" : r.integer == 1 ? "taken" : "deleted");
+      }
+      return false;
+    } else {
+      // Printed even with -q: the next run may be refused until the lease ends.
+      std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
+      rep_(reporter::error, "release_failed")
+          .str("message", why)
+          .say("could not release lock " + rep_.quoted() + ": " + why +
+               "; it may stay held until its lease ends (the release may also have run)");
+      release_error_ = ec;
+    }
+    return true;
+  }
+
+  const run_options& o_;
+  const reporter rep_;
+  // prepare()
+  std::optional<milliseconds> wait_, lease_;
+  milliseconds watchdog_{0}, kill_after_{0};
+  sigset_t handled_{}, previous_{}, defaults_{};
+  unique_fd sigfd_;
+  // What the client's I/O thread tells the main thread (shared: it outlives any late callback).
+  std::shared_ptr<shared_state> state_ = std::make_shared<shared_state>();
+  std::set<int> inherited_;
+  // acquire() .. exit_status()
+  owner_id owner_{};
+  steady::time_point t0_;
+  bool lost_reported_ = false, lost_ = false;
+  std::error_code release_error_;
+  pid_t pid_ = -1;
+  bool own_group_ = false;
+  // connect(); declared last, so destroyed first: the acquisition's handler, which may run as late
+  // as the client's close, uses the members above. The cancellation signal outlives the client.
+  config cfg_;
+  asio::cancellation_signal cancel_;
+  std::optional<client> c_;
+  std::optional<detail::lock_handle> lock_;
+};
+
+int run_command(const run_options& o, int& reraise) { return run_session(o).run(reraise); }
 
 // A command that died of SIGINT, SIGTERM or SIGHUP (Ctrl-C, a stop) ends redlease the same way,
 // once the lock is released and the client closed: a shell then stops the loop or script that ran
@@ -740,10 +800,8 @@ int run(const run_options& o) {
 }  // namespace
 
 void setup_run(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<run_options>();
-  auto* cmd =
-      app.add_subcommand("run", "Take a lock, run a command while holding it, release it when the command exits");
-  cmd->footer(
+  auto [cmd, o] = add_command<run_options>(
+      app, action, "run", "Take a lock, run a command while holding it, release it when the command exits",
       "Form: redlease run NAME [OPTIONS] -- COMMAND [ARGS...]   (put -- before the command)\n"
       "The command gets REDLEASE_LOCK_NAME and REDLEASE_FENCING_TOKEN in its environment. SIGINT, SIGTERM, SIGHUP, SIGQUIT,\n"
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
@@ -756,11 +814,11 @@ void setup_run(CLI::App& app, action_t& action) {
       "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
       "when the release is refused); 79 the command succeeded but the release was not confirmed (the lock\n"
       "may stay held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
-      "the wait for the lock (the command did not run).");
+      "the wait for the lock (the command did not run).",
+      run);
   cmd->add_option("name", o->name, "The lock's name (its Redis key)")->required()->check(lock_name_validator());
   cmd->add_option("command", o->command, "The command to run, after --")->required();
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
       ->check(duration_validator());
   auto* lease = cmd->add_option("--lease", o->lease,
@@ -790,7 +848,6 @@ void setup_run(CLI::App& app, action_t& action) {
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);
   cmd->add_flag("--json", o->json, "Report events on stderr as JSON objects, one per line");
-  cmd->callback([&action, o] { action = [o] { return run(*o); }; });
 }
 
 }  // namespace redlease::cli

@@ -113,7 +113,7 @@ lock_status inspect(client& c, const std::string& name) {
   }
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
-    const std::string queue = channel_of("redisson_lock_queue", name);
+    const std::string queue = describe(lock_kind::fair, name).queue_key;
     std::error_code ec;
     auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)}, ec);
     if (ec == errc::wrong_type) {
@@ -130,10 +130,10 @@ lock_status inspect(client& c, const std::string& name) {
     }
   }
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
-    s.channels.push_back({channel_of("redisson_lock__channel", name), 0});
-  if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({channel_of("redisson_rwlock", name), 0});
+    s.channels.push_back({describe(lock_kind::reentrant, name).channel(), 0});
+  if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({describe(lock_kind::read, name).channel(), 0});
   if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
-    s.channels.push_back({channel_of("redlease_mutex__channel", name), 0});
+    s.channels.push_back({describe(lock_kind::mutex, name).channel(), 0});
   std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
   for (auto& ch : s.channels) cmd.push_back(ch.channel);
   auto r = c.command(cmd);
@@ -243,18 +243,16 @@ int status(const status_options& o) {
 }  // namespace
 
 void setup_status(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<status_options>();
-  auto* cmd = app.add_subcommand("status", "Show locks: free or held, kind, holders, TTL, waiters");
-  cmd->footer(
+  auto [cmd, o] = add_command<status_options>(
+      app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
       "Exit status: 0 done (a free or foreign key is a row, not an error); 64 usage (an empty name);\n"
       "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis); 78 the ACL user\n"
       "may not run a command status sends (TYPE, HGET, PTTL, LRANGE, PUBSUB NUMSUB...) or it is renamed;\n"
-      "70 an unexpected error.");
+      "70 an unexpected error.",
+      status);
   cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
+  add_connection_flags(cmd, o->url);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");
-  cmd->callback([&action, o] { action = [o] { return status(*o); }; });
 }
 
 }  // namespace redlease::cli

@@ -68,7 +68,7 @@ int unlock(const unlock_options& o) {
                   << "left alone\n";
         status = exit_code::data_error;
         continue;
-      } else if (c.command({"LLEN", channel_of("redisson_lock_queue", name)}, ec).integer > 0 && !ec) {
+      } else if (c.command({"LLEN", describe(lock_kind::fair, name).queue_key}, ec).integer > 0 && !ec) {
         kind = "fair";
       }
       existed = kind == "read-write" ? c.write_lock(name).force_unlock()
@@ -95,21 +95,19 @@ int unlock(const unlock_options& o) {
 }  // namespace
 
 void setup_unlock(CLI::App& app, action_t& action) {
-  auto o = std::make_shared<unlock_options>();
-  auto* cmd = app.add_subcommand("unlock", "Force-unlock locks: delete them whoever holds them and wake their waiters");
-  cmd->footer(
+  auto [cmd, o] = add_command<unlock_options>(
+      app, action, "unlock", "Force-unlock locks: delete them whoever holds them and wake their waiters",
       "The holder is not told until its next renewal (a redlease holder then loses the lock: `redlease\n"
       "run` stops its command and exits 76). A name that is not locked is reported and is not an error;\n"
       "a key that is neither a hash nor a string, or a hash whose fields are not a lock's holders, is left\n"
       "alone.\n"
       "Exit status: 0 done; 64 usage (no --force, an empty name); 65 some key is not a lock (the others\n"
       "are unlocked); 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis);\n"
-      "78 an ACL permission the user lacks or a renamed command; 70 an unexpected error.");
+      "78 an ACL permission the user lacks or a renamed command; 70 an unexpected error.",
+      unlock);
   cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
   cmd->add_flag("--force", o->force, "Required: delete the lock whoever holds it");
-  cmd->add_option("--redis", o->url, "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)");
-  add_tls_flags(cmd);
-  cmd->callback([&action, o] { action = [o] { return unlock(*o); }; });
+  add_connection_flags(cmd, o->url);
 }
 
 }  // namespace redlease::cli

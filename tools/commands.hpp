@@ -7,9 +7,11 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "redlease/config.hpp"
@@ -54,6 +56,24 @@ config make_config(const std::string& url, const std::function<void(const std::s
 /// Adds --cacert, --cert, --key, --sni, --tls and --insecure to a subcommand that connects. One
 /// subcommand runs per process, so the values live in one place that make_config() reads.
 void add_tls_flags(CLI::App* cmd);
+/// The flags of a subcommand that connects: `--redis` (into `url`, described by `description`), then
+/// the TLS flags (add_tls_flags). Returns the `--redis` option.
+CLI::Option* add_connection_flags(CLI::App* cmd, std::string& url,
+                                  const std::string& description = "Redis URL (default: $REDLEASE_URL or "
+                                                                   "redis://127.0.0.1:6379)");
+/// Adds the subcommand `name` with its help `description` and `footer` (its exit statuses), whose
+/// options fill an `Options` shared with its action: when the subcommand is chosen, `action` runs
+/// `run(options)`. Returns the subcommand and the options, for the caller to add the flags.
+template <class Options, class Run>
+std::pair<CLI::App*, std::shared_ptr<Options>> add_command(CLI::App& app, action_t& action, const std::string& name,
+                                                           const std::string& description, const std::string& footer,
+                                                           Run run) {
+  auto o = std::make_shared<Options>();
+  auto* cmd = app.add_subcommand(name, description);
+  cmd->footer(footer);
+  cmd->callback([&action, o, run] { action = [o, run] { return run(*o); }; });
+  return {cmd, o};
+}
 /// The TLS flags given on this command line, to pass on to a child `redlease` process.
 std::vector<std::string> tls_flag_args();
 /// Parses "250ms", "5s", "2m", "1h" (also "1.5s"); a bare "0" is zero. Empty on a malformed or
@@ -65,20 +85,22 @@ void json_escape_to(std::string& out, std::string_view s);
 /// A lock name for messages and tables: printable ASCII as is, anything else (and `\`, `"`, and
 /// with `escape_space` the space) as \xNN.
 std::string printable(std::string_view s, bool escape_space = false);
-/// The unlock channel as the library names it: `prefix:{name}`, or `prefix:name` when the name
-/// already contains a `{` (src/lock/lock_service.cpp, lock_channel).
-std::string channel_of(std::string_view prefix, std::string_view name);
 /// A CLI11 validator for durations.
 CLI::Validator duration_validator();
 /// A CLI11 validator for lock names: the empty name is refused (a usage error, 64) by every
 /// subcommand that takes names, as the library refuses it.
 CLI::Validator lock_name_validator();
 
+/// Parses the command line into `app`, whose callbacks store in `action` what to run, and runs it;
+/// returns the exit status. A parse error: CLI11's message and 64 (0 for --help and --version). No
+/// action chosen: the help and 64. An exception from the action: `<program>: <what>` on stderr and
+/// exit_code_for() of a redlease::error, 70 for any other.
+int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program);
+
 void setup_run(CLI::App& app, action_t& action);
 void setup_status(CLI::App& app, action_t& action);
 void setup_unlock(CLI::App& app, action_t& action);
 void setup_demo(CLI::App& app, action_t& action);
-void setup_bench(CLI::App& app, action_t& action);
 void setup_doctor(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli

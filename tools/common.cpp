@@ -155,6 +155,12 @@ void add_tls_flags(CLI::App* cmd) {
                   "the variable keeps it out of ps)");
 }
 
+CLI::Option* add_connection_flags(CLI::App* cmd, std::string& url, const std::string& description) {
+  auto* opt = cmd->add_option("--redis", url, description);
+  add_tls_flags(cmd);
+  return opt;
+}
+
 std::vector<std::string> tls_flag_args() {
   const tls_flags& f = given_tls_flags();
   std::vector<std::string> out;
@@ -204,19 +210,6 @@ CLI::Validator lock_name_validator() {
       [](std::string& s) -> std::string { return s.empty() ? "a lock name must not be empty" : std::string{}; }, "");
 }
 
-std::string channel_of(std::string_view prefix, std::string_view name) {
-  std::string out(prefix);
-  if (name.find('{') != std::string_view::npos) {
-    out += ':';
-    out += name;
-  } else {
-    out += ":{";
-    out += name;
-    out += '}';
-  }
-  return out;
-}
-
 int exit_code_for(const std::error_code& c) {
   if (c == errc::wrong_type) return exit_code::data_error;
   if (c == errc::invalid_url || c == errc::tls_not_supported || c == errc::invalid_argument) return exit_code::usage;
@@ -236,6 +229,28 @@ int exit_code_for(const std::error_code& c) {
       c == errc::no_sentinel || c == errc::not_replicated)
     return exit_code::unavailable;
   return exit_code::software;
+}
+
+int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : exit_code::usage;
+  }
+  if (!action) {
+    std::cerr << app.help();
+    return exit_code::usage;
+  }
+  try {
+    return action();
+  } catch (const redlease::error& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return exit_code_for(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << program << ": " << e.what() << "\n";
+    return exit_code::software;
+  }
 }
 
 }  // namespace redlease::cli

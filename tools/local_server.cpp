@@ -250,7 +250,7 @@ long long info_field(const std::string& info, const std::string& field) {
   return std::strtoll(info.c_str() + pos + key.size(), nullptr, 10);
 }
 
-std::string file_tail(const std::string& path, std::size_t max_bytes) {
+std::string tail_of_file(const std::string& path, std::size_t max_bytes) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return {};
   in.seekg(0, std::ios::end);
@@ -262,13 +262,6 @@ std::string file_tail(const std::string& path, std::size_t max_bytes) {
   std::string out(static_cast<std::size_t>(size - from), '\0');
   in.read(out.data(), static_cast<std::streamsize>(out.size()));
   return out;
-}
-
-void write_config_file(const std::string& path, const std::vector<std::string>& lines) {
-  std::ofstream out(path, std::ios::trunc);
-  for (const std::string& line : lines) out << line << '\n';
-  out.flush();
-  if (!out) throw std::runtime_error("redis_server: cannot write " + path);
 }
 
 // Runs in the forked child: only async-signal-safe calls until exec.
@@ -303,23 +296,21 @@ void write_config_file(const std::string& path, const std::vector<std::string>& 
 
 bool redis_server::available(const std::string& binary) { return !find_binary(binary).empty(); }
 
-redis_server::redis_server(server_options opts, const std::string& binary)
-    : opts_(std::move(opts)), binary_(find_binary(binary)) {
+redis_server::redis_server(deferred, const std::string& binary) : binary_(find_binary(binary)) {
   if (binary_.empty()) {
     throw std::runtime_error("redis_server: " + (binary.empty() ? std::string(default_binary) : binary) +
                              " not found (not executable, or not on PATH)");
   }
   dir_ = make_temp_dir();
+}
+
+redis_server::redis_server(const std::string& binary) : redis_server(deferred{}, binary) { launch(); }
+
+void redis_server::launch() {
   std::string why;
   try {
-    if (uses_config_file()) write_config_file(config_path(), opts_.config_lines);
-    // The port is free when picked but another process may take it before redis binds it.
     for (int attempt = 0; attempt < 10; ++attempt) {
-      port_ = pick_free_port();
-      if (!opts_.tls.cert_file.empty()) {
-        do tls_port_ = pick_free_port();
-        while (tls_port_ == port_);
-      }
+      pick_ports();
       if (spawn(why) == spawn_result::ready) return;
     }
     why = "could not start redis-server: " + why + log_tail();
@@ -333,6 +324,8 @@ redis_server::redis_server(server_options opts, const std::string& binary)
   throw std::runtime_error("redis_server: " + why);
 }
 
+void redis_server::pick_ports() { port_ = pick_free_port(); }
+
 redis_server::~redis_server() {
   try {
     stop();
@@ -343,57 +336,22 @@ redis_server::~redis_server() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-std::string redis_server::unix_path() const {
-  return opts_.unix_socket ? dir_ + "/redis.sock" : std::string();
-}
-
-bool redis_server::uses_config_file() const noexcept {
-  return opts_.sentinel || !opts_.config_lines.empty();
-}
-
-std::string redis_server::config_path() const { return dir_ + "/redis.conf"; }
-
 std::string redis_server::url() const {
-  std::string auth = opts_.password.empty() ? std::string() : ":" + opts_.password + "@";
+  std::string auth = password_.empty() ? std::string() : ":" + password_ + "@";
   return "redis://" + auth + host() + ":" + std::to_string(port_);
 }
 
-std::string redis_server::tls_url() const {
-  if (tls_port_ == 0) return {};
-  std::string auth = opts_.password.empty() ? std::string() : ":" + opts_.password + "@";
-  return "rediss://" + auth + host() + ":" + std::to_string(tls_port_);
+std::vector<std::string> redis_server::base_arguments() const {
+  return {"--port", std::to_string(port_), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+          "--daemonize", "no", "--dir", dir_, "--enable-debug-command", "yes", "--logfile", dir_ + "/redis.log",
+          "--protected-mode", "no"};
 }
 
+std::vector<std::string> redis_server::arguments() const { return base_arguments(); }
+
 redis_server::spawn_result redis_server::spawn(std::string& why) {
-  std::vector<std::string> args = {binary_};
-  if (uses_config_file()) args.push_back(config_path());
-  if (opts_.sentinel) args.emplace_back("--sentinel");
-  auto add = [&args](std::string option, std::string value) {
-    args.push_back(std::move(option));
-    args.push_back(std::move(value));
-  };
-  add("--port", std::to_string(port_));
-  add("--bind", "127.0.0.1");
-  add("--save", "");
-  add("--appendonly", "no");
-  add("--daemonize", "no");
-  add("--dir", dir_);
-  add("--enable-debug-command", "yes");
-  add("--logfile", dir_ + "/redis.log");
-  add("--protected-mode", "no");
-  if (opts_.unix_socket) {
-    add("--unixsocket", unix_path());
-    add("--unixsocketperm", "700");
-  }
-  if (!opts_.password.empty()) add("--requirepass", opts_.password);
-  if (!opts_.tls.cert_file.empty()) {
-    add("--tls-port", std::to_string(tls_port_));
-    add("--tls-cert-file", opts_.tls.cert_file);
-    add("--tls-key-file", opts_.tls.key_file);
-    if (!opts_.tls.ca_file.empty()) add("--tls-ca-cert-file", opts_.tls.ca_file);
-    add("--tls-auth-clients", opts_.tls.auth_clients ? "yes" : "no");
-  }
-  args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
+  std::vector<std::string> args = arguments();
+  args.insert(args.begin(), binary_);
   std::vector<char*> argv;
   argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
@@ -426,7 +384,7 @@ redis_server::spawn_result redis_server::wait_ready(std::string& why) {
     try {
       // A short timeout: a stuck foreign process on our port must not stall the poll.
       probe c(port_, 1s);
-      bool authed = opts_.password.empty() || c.command({"AUTH", opts_.password}).type != '-';
+      bool authed = password_.empty() || c.command({"AUTH", password_}).type != '-';
       if (authed) {
         probe::reply pong = c.command({"PING"});
         if (pong.type == '+' && pong.str == "PONG") {
@@ -485,56 +443,14 @@ void redis_server::stop() {
   }
 }
 
-void redis_server::kill() { kill_and_reap(); }
-
-void redis_server::start() {
-  if (running()) return;
-  std::string why;
-  for (int attempt = 0; attempt < 10; ++attempt) {
-    // Back off before retrying: the previous process's listening socket may still linger.
-    if (attempt != 0) std::this_thread::sleep_for(100ms);
-    if (spawn(why) == spawn_result::ready) return;
-  }
-  throw std::runtime_error("redis_server: could not restart redis-server on port " +
-                           std::to_string(port_) + ": " + why + log_tail());
-}
-
-void redis_server::restart() {
-  stop();
-  start();
-}
-
-void redis_server::pause() {
-  if (pid_ <= 0 || paused_) return;
-  ::kill(pid_, SIGSTOP);
-  // Wait for the stop to take effect so that callers can rely on the server being frozen.
-  for (;;) {
-    int status = 0;
-    pid_t r = ::waitpid(pid_, &status, WUNTRACED);
-    if (r < 0 && errno == EINTR) continue;
-    if (r == pid_ && WIFSTOPPED(status)) {
-      paused_ = true;
-      return;
-    }
-    forget();
-    throw std::runtime_error("redis_server: redis-server ended while being paused");
-  }
-}
-
-void redis_server::resume() {
-  if (pid_ <= 0 || !paused_) return;
-  ::kill(pid_, SIGCONT);
-  paused_ = false;
-}
-
-std::string redis_server::redis_log_tail(std::size_t max_bytes) const {
-  return file_tail(dir_ + "/redis.log", max_bytes);
+std::string redis_server::file_tail(const std::string& name, std::size_t max_bytes) const {
+  return tail_of_file(dir_ + "/" + name, max_bytes);
 }
 
 std::string redis_server::log_tail() const {
   std::string out;
   for (const char* name : {"redis.log", "redis.out"}) {
-    std::string tail = file_tail(dir_ + "/" + name, 2000);
+    std::string tail = file_tail(name, 2000);
     if (!tail.empty()) out += "\n--- " + std::string(name) + " (tail) ---\n" + tail;
   }
   return out;

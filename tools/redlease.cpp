@@ -8,6 +8,25 @@
 #include "redlease/redlease.hpp"
 #include "redlease/version.hpp"
 
+namespace {
+
+// The benchmark is its own program (bench/, not installed): `redlease bench` says so, whatever
+// options follow. Hidden from the list of subcommands.
+void setup_bench_pointer(CLI::App& app, redlease::cli::action_t& action) {
+  auto* cmd = app.add_subcommand("bench", "The benchmark is a separate program: redlease-bench")->group("");
+  cmd->allow_extras();
+  cmd->footer("Exit status: 64 always (run redlease-bench instead).");
+  cmd->callback([&action] {
+    action = [] {
+      std::cerr << "redlease bench: the benchmark is a separate program now: run redlease-bench with the same "
+                   "options (built with -DREDLEASE_BUILD_BENCH=ON, in build/bench/; not installed)\n";
+      return redlease::cli::exit_code::usage;
+    };
+  });
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace redlease::cli;
   CLI::App app{"redlease: distributed locks on Redis (Redisson-compatible), from the shell"};
@@ -22,7 +41,7 @@ int main(int argc, char** argv) {
       "lock of that kind (run, unlock). `run`: the command's status (128+N if killed by signal N), 75 not\n"
       "acquired within --wait, 76 lock lost, 79 the command succeeded but the lock was not released,\n"
       "126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done (doctor: no check\n"
-      "FAILs). `demo`, `bench`: 0 every step (every --check) passed, 1 one failed.\n"
+      "FAILs). `demo`: 0 every step passed, 1 one failed. The benchmark is redlease-bench.\n"
       "\n"
       "Environment: REDLEASE_URL (default redis://127.0.0.1:6379), REDLEASE_PASSWORD,\n"
       "REDLEASE_SENTINEL_PASSWORD, REDLEASE_CACERT, REDLEASE_CERT, REDLEASE_KEY.");
@@ -31,7 +50,7 @@ int main(int argc, char** argv) {
   setup_status(app, action);
   setup_unlock(app, action);
   setup_demo(app, action);
-  setup_bench(app, action);
+  setup_bench_pointer(app, action);
   setup_doctor(app, action);
   // A first word that is no option must name a subcommand: CLI11 would call it an extra argument and
   // say "A subcommand is required", as if none had been given.
@@ -48,23 +67,5 @@ int main(int argc, char** argv) {
       return exit_code::usage;
     }
   }
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : exit_code::usage;
-  }
-  if (!action) {
-    std::cerr << app.help();
-    return exit_code::usage;
-  }
-  try {
-    return action();
-  } catch (const redlease::error& e) {
-    std::cerr << "redlease: " << e.what() << "\n";
-    return exit_code_for(e.code());
-  } catch (const std::exception& e) {
-    std::cerr << "redlease: " << e.what() << "\n";
-    return exit_code::software;
-  }
+  return parse_and_run(app, argc, argv, action, "redlease");
 }

@@ -13,6 +13,7 @@
 #include "redlease/client.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
+#include "redlease/layout.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
 #include "redlease/stock.hpp"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Support for `redlease bench`: a minimal blocking RESP client for the ceiling measurements (no lock
+// Support for redlease-bench: a minimal blocking RESP client for the ceiling measurements (no lock
 // logic, no allocation per reply), and the process/server meters every case reads before and after.
 #pragma once
 

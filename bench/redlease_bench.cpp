@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
-// `redlease bench`: lock throughput, latency and cost, each against what the Redis server itself can
-// do on one connection (the ceiling, measured first in the same run and process). Without --redis it
-// runs against a private redis-server it starts itself. See BENCHMARKS.md for the method.
+// redlease-bench (formerly `redlease bench`): lock throughput, latency and cost, each against what
+// the Redis server itself can do on one connection (the ceiling, measured first in the same run and
+// process). Without --redis it runs against a private redis-server it starts itself. See
+// BENCHMARKS.md for the method. Not installed: it sends the library's embedded scripts itself for
+// the ceiling (src/, generated/).
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +28,7 @@
 #include "commands.hpp"
 #include "local_server.hpp"
 #include "redlease/redlease.hpp"
+#include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 
 namespace redlease::cli {
@@ -239,10 +242,6 @@ void emit(bench_ctx& x, row r) {
 
 // ---- the ceiling: raw pipelined commands, one connection, no lock logic ------------------------
 
-std::string channel_of(std::string_view key, bool mutex) {
-  return std::string(mutex ? "redlease_mutex__channel:{" : "redisson_lock__channel:{") + std::string(key) + "}";
-}
-
 // Sequential PING round trips.
 row ceiling_ping_seq(bench_ctx& x, bench::raw_conn& rc) {
   std::string ping;
@@ -341,23 +340,24 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
   const std::string lease = "30000";
   for (std::size_t i = 0; i < ceiling_keys; ++i) {
     std::string key = x.prefix + (mutex ? "ceil-mutex:" : "ceil:") + std::to_string(depth) + ":" + std::to_string(i);
-    std::string ch = channel_of(key, mutex);
+    const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
+    const std::string& ch = l.channel();
     if (mutex) {
       char token[40];  // random_token(): 32 hex characters
       std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
       if (fenced)
-        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, "redlease_mutex_token:{" + key + "}", token, lease});
+        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, l.token_key, token, lease});
       else
         acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
       rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
     } else {
       std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
       if (fenced)
-        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, "redisson_lock_token:{" + key + "}", lease, field});
+        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, l.token_key, lease, field});
       else
         acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
       // As the library sends it: a latch key per request (read, not written, by a first attempt).
-      std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(i) + "0123456789abcdef";
+      std::string latch = l.latch_key(std::to_string(i) + "0123456789abcdef");
       rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
     }
   }
@@ -608,15 +608,16 @@ std::pair<stream, stream> raw_pair_requests(const bench_ctx& x, const std::strin
   const std::string lease = "30000";
   std::string key = x.prefix + name + ":" + std::to_string(t);
   stream acq, rel;
+  const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
   if (mutex) {
     std::string token = "0123456789abcdef0123456789abcd" + std::to_string(10 + t);
     acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
-    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, channel_of(key, true), token});
+    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, l.channel(), token});
   } else {
     std::string field = x.fake_uuid + ":" + std::to_string(t);
-    std::string latch = "redisson_unlock_latch:{" + key + "}:" + std::to_string(t) + "0123456789abcdef";
+    std::string latch = l.latch_key(std::to_string(t) + "0123456789abcdef");
     acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
-    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, channel_of(key, false), "0", lease, field, "1", "0",
+    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, l.channel(), "0", lease, field, "1", "0",
              "60000"});
   }
   return {std::move(acq), std::move(rel)};
@@ -1102,12 +1103,10 @@ int run_bench(options opt) {
   std::string url = opt.url;
   if (url.empty()) {
     if (!local::redis_server::available()) {
-      std::cerr << "redlease bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
+      std::cerr << "redlease-bench: redis-server not found on PATH (install redis-server, or pass --redis URL)\n";
       return exit_code::unavailable;
     }
-    local::server_options o;
-    o.unix_socket = false;
-    server = std::make_unique<local::redis_server>(o);
+    server = std::make_unique<local::redis_server>();
     url = server->url();
   }
   bench_ctx x;
@@ -1132,7 +1131,7 @@ int run_bench(options opt) {
     probe.ping();
   }
   if (!opt.json) {
-    std::cout << "redlease bench" << (opt.quick ? " --quick" : "") << ": redis " << version << " at "
+    std::cout << "redlease-bench" << (opt.quick ? " --quick" : "") << ": redis " << version << " at "
               << x.cfg.redacted_url() << (server ? " (private, no persistence)" : "") << "; "
               << std::thread::hardware_concurrency() << " CPUs (" << cpu_model() << "); " << x.case_s
               << " s per case\n";
@@ -1338,40 +1337,46 @@ int run_bench(options opt) {
   if (opt.check) {
     std::string why;
     if (!check_rows(x, expected, why)) {
-      std::cerr << "redlease bench --check: FAILED: " << why << "\n";
+      std::cerr << "redlease-bench --check: FAILED: " << why << "\n";
       return 1;
     }
-    std::cerr << "redlease bench --check: ok (" << x.rows.size() << " rows)\n";
+    std::cerr << "redlease-bench --check: ok (" << x.rows.size() << " rows)\n";
   }
   return exit_code::ok;
 }
 
-}  // namespace
-
-void setup_bench(CLI::App& app, action_t& action) {
-  auto* cmd = app.add_subcommand(
-      "bench", "Measure lock throughput, latency and cost against the Redis server's own ceiling "
-               "(starts a private redis-server unless --redis)");
+// The options, on the program itself (they were those of `redlease bench`).
+void setup_bench(CLI::App& cmd, action_t& action) {
   auto opt = std::make_shared<options>();
-  cmd->footer(
+  cmd.footer(
       "Exit status: 0 done (with --check: the results are valid); 1 --check found a problem; 64 usage;\n"
       "69 no redis-server on PATH (without --redis), or Redis unavailable; 78 the server refuses a\n"
       "command the bench sends (an ACL permission, a renamed command); 70 an unexpected error.");
-  cmd->add_option("--redis", opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
-  add_tls_flags(cmd);
-  cmd->add_flag("--json", opt->json, "One JSON object per line per case");
-  cmd->add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
-  cmd->add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
-                                       "alive); exit 1 otherwise. Asserts no timing");
-  cmd->add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
-                                       "the ceiling always runs");
-  cmd->add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
-  cmd->add_flag("--no-sync-lane", opt->no_sync_lane,
-                "No second connection for a lone blocking caller (config::sync_lane = false)");
-  cmd->add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
+  add_connection_flags(&cmd, opt->url, "Run against this server instead of a private one (keys: redlease-bench:*)");
+  cmd.add_flag("--json", opt->json, "One JSON object per line per case");
+  cmd.add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
+  cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
+                                      "alive); exit 1 otherwise. Asserts no timing");
+  cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
+                                      "the ceiling always runs");
+  cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
+  cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
+               "No second connection for a lone blocking caller (config::sync_lane = false)");
+  cmd.add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
       ->check(CLI::IsMember({"latency", "cpu"}));
-  cmd->add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
-  cmd->callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
+  cmd.add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
+  cmd.callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }
 
+}  // namespace
 }  // namespace redlease::cli
+
+int main(int argc, char** argv) {
+  using namespace redlease::cli;
+  CLI::App app{"redlease-bench: lock throughput, latency and cost against the Redis server's own ceiling "
+               "(starts a private redis-server unless --redis)"};
+  app.set_version_flag("--version", "redlease-bench " REDLEASE_VERSION_STRING);
+  action_t action;
+  setup_bench(app, action);
+  return parse_and_run(app, argc, argv, action, "redlease-bench");
+}
