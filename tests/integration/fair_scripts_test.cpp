@@ -315,16 +315,27 @@ TEST_F(family_scripts_test, fair_a_waiter_that_gives_up_reads_only_the_waiters_b
   // time scales with the machine. So the cancel is compared with what Redisson's acquireFailed does,
   // reading the whole queue into the script, on the same list in the same minute: 27-40 ms against
   // 320-350 ms on an idle VM.
+  // The best of three trials (slowlog.hpp): between them the waiter queues again at the tail.
   log_every_command(raw());
-  EXPECT_EQ(o.fair_cancel(ws[4], 5000).integer, 1);
-  const long long cancel_us = slowest_logged_us(raw());
-  raw()({"EVAL", "local q = redis.call('lrange', KEYS[1], 0, -1) for i, v in ipairs(q) do "
-                 "if v == ARGV[1] then return i end end return 0", "1", o.queue, ws[4]});
-  const long long whole_read_us = slowest_logged_us(raw());
-  ASSERT_GT(cancel_us, 0);
-  ASSERT_GT(whole_read_us, 0);
-  EXPECT_LT(cancel_us * 3, whole_read_us) << "the cancel (" << cancel_us << " us) read the queue as Redisson does ("
-                                          << whole_read_us << " us)";
+  const long long deadline = score(o.deadlines, ws[4]);
+  bool first = true;
+  const auto cancel = best_of_three([&] {
+    if (!first) {
+      raw()({"RPUSH", o.queue, ws[4]});
+      raw()({"ZADD", o.deadlines, str(deadline), ws[4]});
+      slowest_logged_us(raw());
+    }
+    first = false;
+    timed_pair t;
+    EXPECT_EQ(o.fair_cancel(ws[4], 5000).integer, 1);
+    t.us = slowest_logged_us(raw());
+    raw()({"EVAL", "local q = redis.call('lrange', KEYS[1], 0, -1) for i, v in ipairs(q) do "
+                   "if v == ARGV[1] then return i end end return 0", "1", o.queue, ws[4]});
+    t.reference_us = slowest_logged_us(raw());
+    return t;
+  });
+  EXPECT_TRUE(cancel.a_third()) << "the cancel (" << cancel.us << " us) read the queue as Redisson does ("
+                                << cancel.reference_us << " us)";
   EXPECT_EQ(raw()({"LLEN", o.queue}).integer, 1000002);
   raw()({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
   raw()({"DEL", o.queue});

@@ -270,33 +270,40 @@ TEST_F(rw_lock_test, a_release_looks_at_a_thousand_fields_of_a_hash_of_300000_cr
   fill("rw:many");
   raw()({"PEXPIRE", "rw:many", "20000"});
   auto r = c.read_lock("rw:many");
-  ASSERT_TRUE(r.try_lock());
   log_every_command(raw());
-  const long long whole_us = whole_hash_us(raw(), "rw:many");
   std::error_code ec;
-  r.unlock(ec);
-  EXPECT_FALSE(ec) << ec.message();
-  const long long read_release_us = slowest_logged_us(raw());
-  ASSERT_GT(read_release_us, 0);
-  EXPECT_LT(read_release_us * 3, whole_us) << "the read release (" << read_release_us
-                                           << " us) read the whole hash (" << whole_us << " us)";
+  // Each in the best of three trials (slowlog.hpp).
+  const auto read_release = best_of_three([&] {
+    EXPECT_TRUE(r.try_lock());
+    timed_pair t;
+    t.reference_us = whole_hash_us(raw(), "rw:many");
+    r.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    t.us = slowest_logged_us(raw());
+    return t;
+  });
+  EXPECT_TRUE(read_release.a_third()) << "the read release (" << read_release.us << " us) read the whole hash ("
+                                      << read_release.reference_us << " us)";
   // Undecided: the readers it did not look at count as alive, and the hash keeps its TTL.
   EXPECT_EQ(raw()({"HGET", "rw:many", "mode"}).str, "read");
   EXPECT_EQ(raw()({"HLEN", "rw:many"}).integer, 300001);
   EXPECT_GT(raw()({"PTTL", "rw:many"}).integer, 0);
 
   // A writer's last release with them beside it (the downgrade's scan of the reads left).
-  raw()({"DEL", "rw:many"});
   auto w = c.write_lock("rw:many");
-  ASSERT_TRUE(w.try_lock());
-  fill("rw:many");
-  const long long whole_with_writer_us = whole_hash_us(raw(), "rw:many");
-  w.unlock(ec);
-  EXPECT_FALSE(ec) << ec.message();
-  const long long write_release_us = slowest_logged_us(raw());
-  ASSERT_GT(write_release_us, 0);
-  EXPECT_LT(write_release_us * 3, whole_with_writer_us) << "the write release (" << write_release_us
-                                                        << " us) read the whole hash (" << whole_with_writer_us << " us)";
+  const auto write_release = best_of_three([&] {
+    raw()({"DEL", "rw:many"});
+    EXPECT_TRUE(w.try_lock());
+    fill("rw:many");
+    timed_pair t;
+    t.reference_us = whole_hash_us(raw(), "rw:many");
+    w.unlock(ec);
+    EXPECT_FALSE(ec) << ec.message();
+    t.us = slowest_logged_us(raw());
+    return t;
+  });
+  EXPECT_TRUE(write_release.a_third()) << "the write release (" << write_release.us << " us) read the whole hash ("
+                                       << write_release.reference_us << " us)";
   EXPECT_EQ(raw()({"HGET", "rw:many", "mode"}).str, "read");
   EXPECT_GT(raw()({"PTTL", "rw:many"}).integer, 0) << "the writer's TTL stands";
 }
