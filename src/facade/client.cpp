@@ -20,7 +20,7 @@ namespace detail {
 
 client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_ex)
     : io_runtime(std::move(cfg), std::move(user_ex)), uuid_(random_uuid()) {
-  topo_ = make_topology(ex_, cfg_);
+  topo_ = make_topology(ex_, cfg_, guard_.get());
   locks_ = std::make_unique<lock_service>(*this);
   topo_->set_events({[this] { locks_->on_command_connection_up(); },
                      [this](const std::string& what) { locks_->on_failover(what); }});
@@ -112,7 +112,7 @@ void client_impl::pump_lane(lane_session& s, const one_shot& answered) {
     // The handlers are the client's code: they run under the guard, as run_direct runs the call.
     io_guard::scope held(*guard_);
     io_guard::direct_scope direct;
-    lane_session::scope on(s);
+    io_guard::lanes_scope on(*guard_, &s);
     run_completions(done, l.home().lock(), closing_ || closed(), topo_closed_, cfg_);
   }
   if (l.pending()) {

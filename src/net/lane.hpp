@@ -139,29 +139,16 @@ class lane {
 void run_completions(std::vector<lane_completion>& done, const std::shared_ptr<connection>& home, bool closing,
                      bool closed, const config& cfg) noexcept;
 
-/// The lanes one blocking call has taken, current on its thread while it runs the call's code
-/// (under the I/O guard) and while it waits for the lanes' replies. A node asked for a request on
-/// such a thread may send it on its lane (see node).
+/// The lanes one blocking call has taken. sync_call hands it to the client's I/O guard
+/// (io_guard::call_lanes) while it runs the call's code under the guard and while it runs the
+/// handlers of the replies that came on the lane; a node asked for a request then may send it on
+/// the session's lane (see node).
 class lane_session {
  public:
   lane_session() = default;
   lane_session(const lane_session&) = delete;
   lane_session& operator=(const lane_session&) = delete;
   ~lane_session() { end(); }
-
-  /// The session of the call this thread is running, if any.
-  static lane_session* current() noexcept { return current_; }
-  /// Makes `s` current for a scope.
-  class scope {
-   public:
-    explicit scope(lane_session& s) noexcept : prev_(current_) { current_ = &s; }
-    ~scope() { current_ = prev_; }
-    scope(const scope&) = delete;
-    scope& operator=(const scope&) = delete;
-
-   private:
-    lane_session* prev_;
-  };
 
   /// The lane this session holds (one at most), if any.
   const std::shared_ptr<lane>& held() const noexcept { return lane_; }
@@ -177,7 +164,6 @@ class lane_session {
 
  private:
   std::shared_ptr<lane> lane_;
-  static inline thread_local lane_session* current_ = nullptr;
 };
 
 }  // namespace redlease::detail

@@ -16,6 +16,8 @@
 
 namespace redlease::detail {
 
+class lane_session;
+
 class io_guard {
  public:
   /// The guard this thread holds, if any.
@@ -62,6 +64,24 @@ class io_guard {
     io_guard* prev_;
   };
 
+  /// The lanes of the blocking call that holds this guard and runs the client's code on its own
+  /// thread, handed over by sync_call for the call's own code and the handlers of its replies (a
+  /// node may send their requests on the call's lane); null otherwise (the I/O thread holds it, or
+  /// the caller was not alone). Only the holder reads or sets it.
+  lane_session* call_lanes() const noexcept { return lanes_; }
+  /// Hands `s` over as the guard's call_lanes() for a scope; the caller holds the guard.
+  class lanes_scope {
+   public:
+    lanes_scope(io_guard& g, lane_session* s) noexcept : g_(g), prev_(g.lanes_) { g.lanes_ = s; }
+    ~lanes_scope() { g_.lanes_ = prev_; }
+    lanes_scope(const lanes_scope&) = delete;
+    lanes_scope& operator=(const lanes_scope&) = delete;
+
+   private:
+    io_guard& g_;
+    lane_session* prev_;
+  };
+
   /// Marks this thread as a direct caller for a scope (see direct()).
   class direct_scope {
    public:
@@ -76,6 +96,7 @@ class io_guard {
 
  private:
   std::mutex mu_;
+  lane_session* lanes_ = nullptr;  // the holder's
   static inline thread_local io_guard* held_ = nullptr;
   static inline thread_local bool direct_ = false;
 };

@@ -68,8 +68,12 @@ class io_runtime {
   // for something else (a lock's release), no write is there to join, and writing at once saves
   // the I/O thread's wake-up. While requests are out, the request goes to the I/O thread, to be
   // pipelined with theirs.
+  //
+  // `lanes`, when given, are handed to the guard while `f` runs (io_guard::call_lanes): a node may
+  // send f's requests on a lane of the call.
   template <class F>
-  bool run_direct(F&& f, std::chrono::nanoseconds patience = {}, bool only_if_quiet = false) {
+  bool run_direct(F&& f, std::chrono::nanoseconds patience = {}, bool only_if_quiet = false,
+                  lane_session* lanes = nullptr) {
     if (!guard_) return false;
     io_guard::scope held(*guard_, std::try_to_lock);
     if (!held.owns() && patience.count() > 0) {
@@ -79,6 +83,7 @@ class io_runtime {
     if (only_if_quiet && !quiet()) return false;
     io_guard::direct_scope direct;
     drain_inbox();
+    io_guard::lanes_scope on(*guard_, lanes);
     std::forward<F>(f)();
     return true;
   }
@@ -287,12 +292,9 @@ T sync_call(io_runtime& c, std::error_code& ec, Start&& start) {
   // A caller that is not alone writes only if nobody else has a request out (the others wait for
   // locks), and not on the lane: its reader spins, and the CPU is shared.
   bool direct = c.run_direct(
-      [&] {
-        std::optional<lane_session::scope> on;
-        if (alone) on.emplace(lanes);
-        start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot)));
-      },
-      alone && latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0), /*only_if_quiet=*/!alone);
+      [&] { start(unique_function<void(std::error_code, T)>(sync_completer<T>(slot))); },
+      alone && latency_first ? std::chrono::microseconds(20) : std::chrono::microseconds(0), /*only_if_quiet=*/!alone,
+      alone ? &lanes : nullptr);
   // The request went on the lane: nobody else reads its reply.
   if (lanes.held()) c.pump_lane(lanes, slot->event);
   if (!direct && !c.run([done = sync_completer<T>(slot), start = std::forward<Start>(start)]() mutable {

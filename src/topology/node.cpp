@@ -34,9 +34,9 @@ void complete(reply_handler& h, std::error_code ec, reply r) {
 
 }  // namespace
 
-node::node(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
+node::node(asio::any_io_executor ex, const config& cfg, std::string name_suffix, io_guard* guard)
     : ex_(ex), name_suffix_(name_suffix), conn_(std::make_shared<connection>(ex, cfg, std::move(name_suffix))),
-      cfg_(&conn_->cfg()) {}
+      cfg_(&conn_->cfg()), guard_(guard) {}
 
 void node::close() {
   closed_ = true;
@@ -54,8 +54,10 @@ void node::submit(request r) {
 }
 
 lane* node::lane_for_call() {
-  auto* s = lane_session::current();
-  if (!s || !io_guard::direct() || !cfg_->sync_lane || closed_) return nullptr;
+  // Only the guard's holder reads its call_lanes; a direct caller holds it (io_guard::direct).
+  if (!guard_ || io_guard::held() != guard_ || !io_guard::direct() || !cfg_->sync_lane || closed_) return nullptr;
+  auto* s = guard_->call_lanes();
+  if (!s) return nullptr;
   if (s->held()) return s->held() == lane_ && lane_->usable() ? lane_.get() : nullptr;
   // Requests this thread made before (asynchronous ones) may still be queued or in flight on the
   // connection: the call's request must not overtake them on another socket.

@@ -14,12 +14,15 @@
 #include "net/resp.hpp"
 #include "base/script.hpp"
 #include "redlease/config.hpp"
+#include "runtime/io_guard.hpp"
 
 namespace redlease::detail {
 
 class node {
  public:
-  node(asio::any_io_executor ex, const config& cfg, std::string name_suffix);
+  /// `guard`: the client's I/O guard, through which a blocking call hands over its lanes (null for a
+  /// client on a user executor: no lanes).
+  node(asio::any_io_executor ex, const config& cfg, std::string name_suffix, io_guard* guard);
   node(const node&) = delete;
   node& operator=(const node&) = delete;
 
@@ -70,11 +73,11 @@ class node {
 
  private:
   void send_acked(const lua_script& s, arg_list args, reply_handler h, bool idempotent, bool eval, int n);
-  // Sends `r` on the lane of the blocking call running on this thread when it may, else on the
+  // Sends `r` on the lane of the blocking call that holds the I/O guard when it may, else on the
   // connection.
   void submit(request r);
-  // The lane the blocking call running on this thread may send on now, taken for it; or nullptr
-  // (and a lane is opened for next time when there is none).
+  // The lane the blocking call holding the I/O guard (io_guard::call_lanes) may send on now, taken
+  // for it; or nullptr (and a lane is opened for next time when there is none).
   lane* lane_for_call();
   void open_lane();
   void adopt_lane(const std::shared_ptr<connection>& c, std::uint64_t generation);
@@ -89,6 +92,7 @@ class node {
   std::string name_suffix_;
   std::shared_ptr<connection> conn_;
   const config* cfg_;
+  io_guard* guard_;
   std::shared_ptr<lane> lane_;
   std::shared_ptr<connection> lane_conn_;  // the connection whose socket becomes the next lane
   clock::time_point lane_retry_at_{};      // after a failed attempt, no new one before this

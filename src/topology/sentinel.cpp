@@ -40,13 +40,13 @@ std::vector<node_address> addresses(const config& cfg) {
 
 class sentinel_topology final : public topology, private subscriber::listener {
  public:
-  sentinel_topology(asio::any_io_executor ex, const config& cfg)
+  sentinel_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard)
       : cfg_(cfg),
         scfg_(sentinel_config(cfg)),
         dir_(addresses(cfg)),
         query_(std::make_shared<connection>(ex, scfg_, ":sentinel")),
         watch_(ex, scfg_, ":sentinel-sub"),
-        master_(ex, cfg_, ""),
+        master_(ex, cfg_, "", guard),
         sub_(ex, cfg_),
         poll_(ex) {
     // The two connections to Sentinels each rotate through them: a Sentinel that fails to connect
@@ -230,8 +230,8 @@ class sentinel_topology final : public topology, private subscriber::listener {
 
 }  // namespace
 
-std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg) {
-  return std::make_unique<sentinel_topology>(std::move(ex), cfg);
+std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg, io_guard* guard) {
+  return std::make_unique<sentinel_topology>(std::move(ex), cfg, guard);
 }
 
 }  // namespace redlease::detail

@@ -9,7 +9,8 @@ namespace {
 
 class standalone final : public topology {
  public:
-  standalone(asio::any_io_executor ex, const config& cfg) : node_(ex, cfg, ""), sub_(ex, cfg) {
+  standalone(asio::any_io_executor ex, const config& cfg, io_guard* guard)
+      : node_(ex, cfg, "", guard), sub_(ex, cfg) {
     node_.conn().set_callbacks({[this] {
                                   node_.on_up();
                                   if (events_.on_up) events_.on_up();
@@ -40,8 +41,8 @@ class standalone final : public topology {
 
 }  // namespace
 
-std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg) {
-  return std::make_unique<standalone>(std::move(ex), cfg);
+std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg, io_guard* guard) {
+  return std::make_unique<standalone>(std::move(ex), cfg, guard);
 }
 
 }  // namespace redlease::detail

@@ -49,8 +49,9 @@ void topology::unsubscribe(subscriber* s, const std::string& channel, channel_li
   if (s != nullptr) s->remove(channel, l);
 }
 
-std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg) {
-  return cfg.sentinel.nodes.empty() ? make_standalone(std::move(ex), cfg) : make_sentinel(std::move(ex), cfg);
+std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard) {
+  return cfg.sentinel.nodes.empty() ? make_standalone(std::move(ex), cfg, guard)
+                                    : make_sentinel(std::move(ex), cfg, guard);
 }
 
 }  // namespace redlease::detail

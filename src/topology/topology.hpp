@@ -26,6 +26,7 @@ namespace redlease::detail {
 
 class connection;
 class node;
+class io_guard;
 class subscriber;
 
 /// What a topology tells the lock layer (on the executor).
@@ -97,11 +98,12 @@ class topology {
   topology_events events_;
 };
 
-/// The deployment `cfg` describes: Sentinel when it names Sentinels, else one server.
-std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg);
+/// The deployment `cfg` describes: Sentinel when it names Sentinels, else one server. `guard`: the
+/// client's I/O guard, which its nodes ask for the lanes of a blocking call (null: no lanes).
+std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 /// One server: the config's host/port or unix socket.
-std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg);
+std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 /// A master found through the Sentinels of `cfg.sentinel`.
-std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg);
+std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 
 }  // namespace redlease::detail

@@ -84,6 +84,29 @@ TEST_F(lane_test, a_lone_blocking_caller_writes_and_reads_on_its_own_connection)
   }
 }
 
+// A request a reply's handler sends (the EVAL after NOSCRIPT) belongs to the same blocking call: it
+// goes on the call's lane too, handed over through the I/O guard while the call reads its replies
+// there, and the call's thread reads its reply. Before the hand-over was explicit, a thread-local did
+// this; a hand-over that ended with the call's own code would send the fallback on the command
+// connection.
+TEST_F(lane_test, the_noscript_fallback_of_a_call_on_the_lane_goes_on_the_lane) {
+  client c(cfg());
+  ASSERT_TRUE(lane_in_use(c));
+  auto l = c.lock("lane-noscript");
+  l.lock();
+  l.unlock();
+  for (int i = 0; i < 20; ++i) {
+    server().client()({"SCRIPT", "FLUSH"});
+    auto before = c.stats();
+    l.lock();
+    auto after = c.stats();
+    l.unlock();
+    // EVALSHA refused, then EVAL: two requests of the call, both on the lane.
+    EXPECT_EQ(after.lane_requests - before.lane_requests, 2u) << i;
+    EXPECT_EQ(after.commands - after.lane_requests, before.commands - before.lane_requests) << i;
+  }
+}
+
 TEST_F(lane_test, sync_lane_false_opens_no_second_connection) {
   config conf = cfg();
   conf.sync_lane = false;
