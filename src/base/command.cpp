@@ -2,38 +2,51 @@
 #include "base/command.hpp"
 
 #include <charconv>
+#include <cstring>
 
 namespace redlease::detail {
 namespace {
 
-void append_number(std::string& out, long long v) {
-  char buf[24];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, v);
-  (void)ec;
-  out.append(buf, p);
-}
+// Writes `v` at `p`, returns the end.
+char* put_number(char* p, long long v) { return std::to_chars(p, p + 20, v).ptr; }
 
 }  // namespace
 
 void encode_header(std::string& out, std::size_t nargs) {
-  out.push_back('*');
-  append_number(out, static_cast<long long>(nargs));
-  out.append("\r\n", 2);
+  char buf[24];
+  buf[0] = '*';
+  char* e = put_number(buf + 1, static_cast<long long>(nargs));
+  *e++ = '\r';
+  *e++ = '\n';
+  out.append(buf, e);
 }
 
+// The watchdog encodes two arguments per held lock per interval: a short argument (a name, an
+// owner's field) is composed on the stack and appended once, not in five appends.
 void encode_arg(std::string& out, std::string_view arg) {
-  out.push_back('$');
-  append_number(out, static_cast<long long>(arg.size()));
-  out.append("\r\n", 2);
+  constexpr std::size_t small = 200;
+  char buf[small + 32];
+  buf[0] = '$';
+  char* e = put_number(buf + 1, static_cast<long long>(arg.size()));
+  *e++ = '\r';
+  *e++ = '\n';
+  if (arg.size() <= small) {
+    if (!arg.empty()) std::memcpy(e, arg.data(), arg.size());
+    e += arg.size();
+    *e++ = '\r';
+    *e++ = '\n';
+    out.append(buf, e);
+    return;
+  }
+  out.append(buf, e);
   out.append(arg);
   out.append("\r\n", 2);
 }
 
 void encode_arg(std::string& out, long long value) {
   char buf[24];
-  auto [p, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  (void)ec;
-  encode_arg(out, std::string_view(buf, static_cast<std::size_t>(p - buf)));
+  char* e = put_number(buf, value);
+  encode_arg(out, std::string_view(buf, static_cast<std::size_t>(e - buf)));
 }
 
 void encode_command(std::string& out, std::span<const std::string_view> args) {
