@@ -108,7 +108,12 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
         // No keep_client here: this runs on every unlock, and mark_lost, the one call below that
         // reaches user code (on_lost, stop callbacks), keeps the client itself and defers its
         // destruction past this handler.
-        switch (fsm.resume(ec, h != nullptr, h && h->removed, h && h->lost, closed_)) {
+        release_facts now;
+        now.has_hold = h != nullptr;
+        now.removed = h && h->removed;
+        now.lost = h && h->lost;
+        now.closed = closed_;
+        switch (fsm.resume(ec, now)) {
           case release_fsm::next::send_again:
             // The script may or may not have run: sent again in retry mode, expecting the same count.
             return release_hold(std::move(h), std::move(name), proto, owner, fsm.attempt(), fsm.expected(),

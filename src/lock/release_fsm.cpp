@@ -11,14 +11,13 @@ bool release_fsm::unknown(std::error_code ec) noexcept {
   return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error;
 }
 
-release_fsm::next release_fsm::resume(std::error_code ec, bool has_hold, bool hold_removed, bool hold_lost,
-                                      bool closed) {
-  if (unknown(ec) && attempt_ < max_attempt && !closed && !(has_hold && hold_removed)) {
+release_fsm::next release_fsm::resume(std::error_code ec, const release_facts& f) {
+  if (unknown(ec) && attempt_ < max_attempt && !f.closed && !(f.has_hold && f.removed)) {
     // The retry tells the script which count to expect, so that it never decrements twice.
     ++attempt_;
     return next::send_again;
   }
-  if (ec == errc::wrong_type && has_hold && !hold_removed && !hold_lost && !closed) return next::ask_type;
+  if (ec == errc::wrong_type && f.has_hold && !f.removed && !f.lost && !f.closed) return next::ask_type;
   return next::settle;
 }
 

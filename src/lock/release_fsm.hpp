@@ -54,9 +54,9 @@ class release_fsm {
     ask_type,    // WRONGTYPE: ask the lock key's TYPE, then `settle_type`
     settle,      // settle with `settle`
   };
-  /// After the release script's reply (`ec` as the request completed). `hold_removed`: the client's
-  /// hold left its table meanwhile (nothing to retry for).
-  next resume(std::error_code ec, bool has_hold, bool hold_removed, bool hold_lost, bool closed);
+  /// After the release script's reply (`ec` as the request completed). Reads `has_hold`, `removed`
+  /// (the client's hold left its table meanwhile: nothing to retry for), `lost` and `closed` of `f`.
+  next resume(std::error_code ec, const release_facts& f);
   /// Settles after the script's reply: `res` is what it said (ignored when `ec` is set).
   release_outcome settle(const release_facts& f, std::error_code ec, release_result res) const;
   /// Settles after the TYPE reply: `type` is the key's type (empty if the TYPE failed), `own_type`

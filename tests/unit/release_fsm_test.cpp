@@ -22,14 +22,25 @@ release_facts held(std::size_t levels) {
   return f;
 }
 
+// What resume reads: whether there is a hold, whether it left the table, whether it was lost, and
+// whether the client is closed.
+release_facts facts(bool has_hold, bool removed, bool lost, bool closed) {
+  release_facts f;
+  f.has_hold = has_hold;
+  f.removed = removed;
+  f.lost = lost;
+  f.closed = closed;
+  return f;
+}
+
 TEST(release_fsm_test, a_lost_reply_is_sent_again_three_times_then_left_in_doubt) {
   release_fsm fsm(0, 1);
   for (int i = 1; i <= release_fsm::max_attempt; ++i) {
-    EXPECT_EQ(fsm.resume(errc::request_timeout, true, false, false, false), next::send_again);
+    EXPECT_EQ(fsm.resume(errc::request_timeout, facts(true, false, false, false)), next::send_again);
     EXPECT_EQ(fsm.attempt(), i);
     EXPECT_EQ(fsm.expected(), 1) << "a retry expects the count the first sending expected";
   }
-  EXPECT_EQ(fsm.resume(errc::connection_lost, true, false, false, false), next::settle);
+  EXPECT_EQ(fsm.resume(errc::connection_lost, facts(true, false, false, false)), next::settle);
   auto f = held(1);
   f.seen = lost_reason::taken;
   auto o = fsm.settle(f, errc::connection_lost, release_result::bad);
@@ -41,21 +52,21 @@ TEST(release_fsm_test, a_lost_reply_is_sent_again_three_times_then_left_in_doubt
 
 TEST(release_fsm_test, nothing_is_retried_once_closed_or_when_the_hold_left) {
   release_fsm a(0, 1);
-  EXPECT_EQ(a.resume(errc::request_timeout, true, false, false, true), next::settle);
+  EXPECT_EQ(a.resume(errc::request_timeout, facts(true, false, false, true)), next::settle);
   release_fsm b(0, 1);
-  EXPECT_EQ(b.resume(errc::request_timeout, true, true, false, false), next::settle);
+  EXPECT_EQ(b.resume(errc::request_timeout, facts(true, true, false, false)), next::settle);
   release_fsm c(0, 0);  // an unlock of a hold the client never saw is retried all the same
-  EXPECT_EQ(c.resume(errc::protocol_error, false, false, false, false), next::send_again);
+  EXPECT_EQ(c.resume(errc::protocol_error, facts(false, false, false, false)), next::send_again);
   release_fsm d(0, 1);  // a definite error is not
-  EXPECT_EQ(d.resume(errc::no_permission, true, false, false, false), next::settle);
+  EXPECT_EQ(d.resume(errc::no_permission, facts(true, false, false, false)), next::settle);
 }
 
 TEST(release_fsm_test, wrongtype_asks_the_keys_type_unless_the_hold_is_known_lost) {
   release_fsm fsm(0, 1);
-  EXPECT_EQ(fsm.resume(errc::wrong_type, true, false, false, false), next::ask_type);
-  EXPECT_EQ(fsm.resume(errc::wrong_type, true, false, true, false), next::settle);
-  EXPECT_EQ(fsm.resume(errc::wrong_type, false, false, false, false), next::settle);
-  EXPECT_EQ(fsm.resume(errc::wrong_type, true, false, false, true), next::settle);
+  EXPECT_EQ(fsm.resume(errc::wrong_type, facts(true, false, false, false)), next::ask_type);
+  EXPECT_EQ(fsm.resume(errc::wrong_type, facts(true, false, true, false)), next::settle);
+  EXPECT_EQ(fsm.resume(errc::wrong_type, facts(false, false, false, false)), next::settle);
+  EXPECT_EQ(fsm.resume(errc::wrong_type, facts(true, false, false, true)), next::settle);
 }
 
 TEST(release_fsm_test, a_lock_key_of_another_type_is_a_loss_and_another_keys_is_not) {
