@@ -526,13 +526,35 @@ class run_session {
     return 128 + sig;
   }
 
+  // A lock always has a TTL (every grant sets one), so a holder without never lets go by itself: a
+  // string no redlease wrote (it cannot be told from another library's mutex token), or a lock
+  // whose TTL someone removed. Empty when the lock has a TTL or is free.
+  std::string no_expiry_note() {
+    std::error_code ec;
+    if (lock_->remaining_ttl(ec).count() != -1 || ec) return {};
+    return o_.mutex ? "lock " + rep_.quoted() + " is held with no expiry by a value redlease did not write; it will never expire"
+                    : "lock " + rep_.quoted() + " is held with no expiry (someone removed its TTL); only an unlock frees it";
+  }
+
+  // Said once, a second into the wait: nothing else would tell why it never ends.
+  void say_no_expiry() {
+    if (auto note = no_expiry_note(); !note.empty()) rep_(reporter::notice, "no_expiry").str("message", note).say(note);
+  }
+
   step acquire() {
     owner_ = this_thread_owner();
     t0_ = steady::now();
     start_acquisition();
     pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
+    bool looked = false;
     while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
-      if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+      const int rc = ::poll(fds, 2, looked ? -1 : 1000);
+      if (rc < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+      if (rc == 0) {
+        looked = true;
+        say_no_expiry();
+        continue;
+      }
       drain(state_->wake.get());
       for (const auto& si : read_signals(sigfd_.get())) {
         int sig = static_cast<int>(si.ssi_signo);
@@ -552,6 +574,7 @@ class run_session {
             .num("wait_ms", waited)
             .say("lock " + rep_.quoted() + (wait_->count() == 0 ? std::string(" is held by another owner")
                                                                : " not acquired within " + format_ms(*wait_)));
+        if (!looked) say_no_expiry();
         return exit_code::not_acquired;
       case shared_state::failed: {
         // The server's WRONGTYPE does not say which key: the kind's keys are looked at to say it.

@@ -89,8 +89,23 @@ lock_status inspect(client& c, const std::string& name) {
       } while (cursor != "0" && s.holders.size() < list_cap);
     }
     s.holder_count = fields - (s.mode.empty() ? 0 : 1);
-    if (!s.mode.empty()) s.kind = "read-write";
-    else if (!s.holders.empty()) s.kind = "reentrant";
+    // An application's hash under the name is no lock (the acquisitions say wrong_type, unlock
+    // leaves it alone): its first entries tell.
+    auto odd = std::find_if(s.holders.begin(), s.holders.end(),
+                            [](const holder& h) { return !is_lock_hash_entry(h.owner, h.count); });
+    if (odd != s.holders.end()) {
+      s.kind = "hash";
+      s.state = "other";
+      s.problem = "not a lock: the field \"" + printable(odd->owner) +
+                  "\" is no holder's (<client id>:<id> holding a count)";
+      s.holders.clear();
+      s.holder_count = 0;
+      s.mode.clear();
+    } else if (!s.mode.empty()) {
+      s.kind = "read-write";
+    } else if (!s.holders.empty()) {
+      s.kind = "reentrant";
+    }
   } else if (type == "string") {
     auto v = c.command({"GET", name});
     if (!v.is_nil()) {
@@ -111,6 +126,10 @@ lock_status inspect(client& c, const std::string& name) {
     auto t = c.command({"PTTL", name});
     s.ttl_ms = t.is_integer() ? t.integer : -2;
   }
+  // A lock always has a TTL (every grant sets one): a held one without never frees itself.
+  if (s.state == "held" && s.ttl_ms == -1)
+    s.problem = s.kind == "mutex" ? "warning: no expiry: held by a value redlease did not write; it will never expire"
+                                  : "warning: no expiry: someone removed its TTL; only an unlock frees it";
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
     const std::string queue = describe(lock_kind::fair, name).queue_key;
@@ -187,7 +206,8 @@ std::string format_ttl(long long ms) {
 }
 
 std::string holders_text(const lock_status& s) {
-  if (s.kind == "mutex") return "token " + printable(s.holders.front().owner, true);
+  if (s.kind == "mutex")
+    return "token " + printable(s.holders.front().owner, true) + (s.problem.empty() ? "" : "; " + s.problem);
   std::string out;
   if (!s.mode.empty()) out = "mode " + printable(s.mode, true) + ": ";
   bool first = true;
@@ -231,13 +251,15 @@ int status(const status_options& o) {
   client c{make_config(o.url)};
   c.ping();
   std::vector<lock_status> all;
+  bool any_foreign = false;  // a key that is not a lock: the acquisitions fail on it (wrong_type)
   for (const auto& name : o.names) {
     auto s = inspect(c, name);
+    any_foreign = any_foreign || s.state == "other";
     if (o.json) std::cout << to_json(s) << "\n" << std::flush;
     else all.push_back(std::move(s));
   }
   if (!o.json) print_table(all);
-  return exit_code::ok;
+  return any_foreign ? exit_code::data_error : exit_code::ok;
 }
 
 }  // namespace
@@ -245,7 +267,8 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto [cmd, o] = add_command<status_options>(
       app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
-      "Exit status: 0 done (a free or foreign key is a row, not an error); 64 usage (an empty name);\n"
+      "Exit status: 0 done; 65 some key is not a lock (another type, or a hash whose fields are not\n"
+      "holders: every row is still printed); 64 usage (an empty name);\n"
       "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis); 78 the ACL user\n"
       "may not run a command status sends (TYPE, HGET, PTTL, LRANGE, PUBSUB NUMSUB...) or it is renamed;\n"
       "70 an unexpected error.",

@@ -13,25 +13,15 @@
 namespace redlease::cli {
 namespace {
 
-bool all_digits(std::string_view s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
-}
-
-// A lock's hash holds holders: "<client id>:<thread or owner id>" fields with integer counts
-// (Redisson's and ours; a read-write lock has a `mode` field and is recognised before this). The
-// first fields HSCAN gives are looked at: a typo that names an application's hash ("user:42" with
-// "name", "email") must not delete it. Empty when it looks like a lock; else the first field that
-// does not.
+// A lock's hash holds holders (is_lock_hash_entry, the rule the acquisitions apply). The first
+// fields HSCAN gives are looked at: a typo that names an application's hash ("user:42" with "name",
+// "email") must not delete it. Empty when it looks like a lock; else the first field that does not.
 std::string field_that_is_no_holder(client& c, const std::string& name) {
   auto r = c.command({"HSCAN", name, "0", "COUNT", "100"});
   if (!r.is_array() || r.elements.size() != 2 || !r.elements[1].is_array()) return {};
   const auto& kv = r.elements[1].elements;
   for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-    std::string_view field = kv[i].str, value = kv[i + 1].str;
-    if (!value.empty() && value.front() == '-') value.remove_prefix(1);
-    auto colon = field.rfind(':');
-    if (colon == std::string_view::npos || colon == 0 || !all_digits(field.substr(colon + 1)) || !all_digits(value))
-      return std::string(kv[i].str);
+    if (!is_lock_hash_entry(kv[i].str, kv[i + 1].str)) return std::string(kv[i].str);
   }
   return {};
 }

@@ -133,6 +133,17 @@ struct acl_patterns {
 /// Thread-safe. @throws std::bad_alloc only.
 acl_patterns acl_patterns_for(std::string_view pattern);
 
+/// Whether `field` holding `value` can be an entry of a lock's hash: a holder's field
+/// `<client id>:<id>` (the id all digits, as Redisson's `<uuid>:<thread id>` and ours; a read-write
+/// lock's writer adds `:write`) holding a whole count, or a read-write lock's `mode` holding `read`
+/// or `write`. A hash with another entry
+/// is not a lock: an application's hash under the lock's name. The acquisition of a hash kind
+/// fails at once with errc::wrong_type on such a hash when it has no expiry (a lock's hash always
+/// has one), and `redlease status` and `unlock` use the same rule. Sends nothing.
+///
+/// Thread-safe. Never throws.
+bool is_lock_hash_entry(std::string_view field, std::string_view value) noexcept;
+
 /// A Lua script the library sends (embedded at build time from src/lua/<name>.lua).
 struct embedded_script {
   /// Its name: the file name without `.lua`.

@@ -175,6 +175,19 @@ std::string lock_layout::keyspace_channel(int database) const {
   return "__keyspace@" + std::to_string(database) + "__:" + name;
 }
 
+bool is_lock_hash_entry(std::string_view field, std::string_view value) noexcept {
+  // The rule of src/lua/include/foreign_hash.lua, which the acquisitions apply on the server.
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  if (field == "mode") return value == "read" || value == "write";
+  if (field.ends_with(":write")) field.remove_suffix(6);  // a read-write lock's writer
+  const auto colon = field.rfind(':');
+  if (colon == std::string_view::npos || colon == 0 || !digits(field.substr(colon + 1))) return false;
+  if (!value.empty() && value.front() == '-') value.remove_prefix(1);
+  return digits(value);
+}
+
 acl_patterns acl_patterns_for(std::string_view pattern) {
   // The kinds in the order their patterns appear: the fair lock's waiter channels right after the
   // reentrant lock's channel, which they extend.

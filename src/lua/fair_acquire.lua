@@ -15,7 +15,8 @@
 -- is free, and only the head must watch for a free lock nobody announced (a Redisson waiter's
 -- acquireFailed or delete() wakes nobody): a waiter behind it only has to call again within its
 -- allowance, so the client polls it less often (docs/lock-kinds.md).
--- A key of another type raises WRONGTYPE from HEXISTS.
+-- A key of another type raises WRONGTYPE from HEXISTS; a hash with no expiry whose fields are not
+-- holders is not a lock: WRONGTYPE (foreign_hash.lua).
 --
 -- Same keys, values and deadline arithmetic as Redisson, except (see docs/lock-kinds.md):
 -- * the caller is never purged by its own call (it is alive), and a queued caller's deadline is moved
@@ -48,6 +49,11 @@ local token_key = KEYS[4]
 -- #include purge_dead_waiters.lua
 
 local free = redis.call('exists', name) == 0
+-- #include foreign_hash.lua
+if not free and redis.call('pttl', name) == -1 and redis.call('hexists', name, me) == 0 then
+  local e = foreign_hash(name)
+  if e then return e end
+end
 if free and (not head or head == me) then
   -- Deadlines of another type fail before anything is written: with a token, a ZSCORE before
   -- take_token() writes; without one, nothing is written before the ZREM, whose reply says whether

@@ -4,6 +4,7 @@
 -- A token key that does not hold an integer fails the grant before anything is written: INCR's
 -- error with the key's name (make_fencing_token.lua, which every kind's grant uses); so does one
 -- whose next token would be 2^53 or more (the key is left as it was).
+-- A hash with no expiry whose fields are not holders is not a lock: WRONGTYPE (foreign_hash.lua).
 -- Returns the token (a bulk string of decimal digits) when acquired (or re-entered), else the lock's
 -- PTTL in ms (-1: no expiry).
 --
@@ -22,4 +23,5 @@ if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[
   redis.call('pexpire', KEYS[1], ARGV[1])
   return string.format('%d', made)
 end
-return redis.call('pttl', KEYS[1])
+-- #include foreign_hash.lua
+return busy_ttl(KEYS[1], true)

@@ -4,7 +4,8 @@
 -- ARGV[1] lease in ms, ARGV[2] owner field "<client-uuid>:<owner-id>"
 -- Returns nil when acquired (or re-entered, or taken by the writer itself: a downgrade). Otherwise
 -- the most ms to wait before calling again (>= 1), or -1 when the lock's key has no expiry (wait for
--- a message on redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET.
+-- a message on redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET. A hash
+-- with no mode and no expiry whose fields are not holders is not a lock: WRONGTYPE (foreign_hash.lua).
 --
 -- Each acquisition i (1 = the owner's first hold) also sets the string key
 -- {N}:<owner>:rwlock_timeout:<i> = "1" with this lease (N:<owner>:... when N contains "{"): Java's
@@ -70,7 +71,8 @@ elseif mode == 'read' or (mode == 'write' and redis.call('hexists', name, me .. 
 elseif mode ~= 'write' then
   return redis.error_reply("WRONGTYPE the hash's mode field holds neither 'read' nor 'write': not a read-write lock")
 end
-local t = redis.call('pttl', name)
-if t == -1 then return -1 end
+-- #include foreign_hash.lua
+local t = busy_ttl(name, mode == false)
+if type(t) == 'table' or t == -1 then return t end
 if t < 1 then return 1 end
 return t

@@ -8,7 +8,8 @@
 -- field whose levels all ended (a fixed lease that ran out, left in the hash while other readers
 -- keep it) holds nothing, and the owner waits like any other writer. Otherwise the most ms to wait
 -- before calling again (>= 1), or -1 when the key has no expiry (wait for a message on
--- redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET.
+-- redisson_rwlock:{N} only). A key of another type raises WRONGTYPE from HGET. A hash with no mode and
+-- no expiry whose fields are not holders is not a lock: WRONGTYPE (foreign_hash.lua).
 --
 -- Unlike Redisson: re-entry sets the TTL to max(PTTL, lease) instead of PTTL + lease (which grows
 -- without bound); an upgrade is refused instead of waiting for ever; a hash without "mode" (another
@@ -59,7 +60,8 @@ elseif mode == 'read' and holds_a_read() then
 elseif mode ~= 'read' and mode ~= 'write' then
   return redis.error_reply("WRONGTYPE the hash's mode field holds neither 'read' nor 'write': not a read-write lock")
 end
-local t = redis.call('pttl', name)
-if t == -1 then return -1 end
+-- #include foreign_hash.lua
+local t = busy_ttl(name, mode == false)
+if type(t) == 'table' or t == -1 then return t end
 if t < 1 then return 1 end
 return t

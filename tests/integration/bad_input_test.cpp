@@ -287,6 +287,61 @@ TEST_F(bad_input_test, every_kind_answers_garbage_in_each_of_its_keys_within_its
 // lock_lost (on_lost runs, reason taken) and the local hold goes. Before, every unlock said
 // wrong_type and the hold stayed, so each later acquisition by the owner failed with lock_lost
 // until someone deleted the key. WRONGTYPE from another key (a fair queue) is not a loss.
+// An application's hash under a lock's name ("user:42" -> {name: bob}, no TTL) is no lock: every
+// kind whose lock is a hash refuses it at once with wrong_type, where before each waited for ever
+// (it looked held by another owner, with no expiry). Nothing of it is changed.
+TEST_F(bad_input_test, an_application_hash_without_expiry_is_wrong_type_at_once_for_every_hash_kind) {
+  client c{cfg()};
+  raw()({"HSET", "user:42", "name", "bob", "visits", "7"});
+  for (auto kind : {lock_kind::reentrant, lock_kind::fair, lock_kind::read, lock_kind::write}) {
+    SCOPED_TRACE(static_cast<int>(kind));
+    auto l = kind == lock_kind::reentrant ? detail::lock_handle(c.lock("user:42"))
+             : kind == lock_kind::fair    ? detail::lock_handle(c.fair_lock("user:42"))
+             : kind == lock_kind::read    ? detail::lock_handle(c.read_lock("user:42"))
+                                          : detail::lock_handle(c.write_lock("user:42"));
+    std::error_code ec;
+    auto t0 = steady::now();
+    EXPECT_FALSE(l.try_lock(10s, ec));
+    EXPECT_EQ(ec, errc::wrong_type) << ec.message();
+    EXPECT_LT(ms_since(t0), 5000) << "at once, not at the end of the wait";
+    // lock() too: it would have waited for ever.
+    auto f = std::async(std::launch::async, [&] {
+      std::error_code e;
+      l.lock(e);
+      return e;
+    });
+    ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(f.get(), errc::wrong_type);
+  }
+  EXPECT_EQ(raw()({"HGETALL", "user:42"}).elements.size(), 4u) << "left as it was";
+  EXPECT_EQ(raw()({"PTTL", "user:42"}).integer, -1);
+  EXPECT_EQ(raw()({"LLEN", "redisson_lock_queue:{user:42}"}).integer, 0) << "the fair attempt queued nobody";
+}
+
+// The rule looks only at hashes without expiry, which a lock never is: a real lock whose TTL
+// someone removed still excludes (it is a lock: an unlock frees it), and so does a Redisson holder's
+// hash, or a read-write lock's.
+TEST_F(bad_input_test, a_lock_hash_without_expiry_is_still_a_held_lock) {
+  client c{cfg()};
+  raw()({"HSET", "persisted", "8743c9c0-0795-4907-87fd-6c719a6b4586:1", "2"});
+  raw()({"HSET", "rw-persisted", "mode", "write", "8743c9c0-0795-4907-87fd-6c719a6b4586:1:write", "1"});
+  for (const char* name : {"persisted", "rw-persisted"}) {
+    SCOPED_TRACE(name);
+    for (auto l : {detail::lock_handle(c.lock(name)), detail::lock_handle(c.fair_lock(name)),
+                   detail::lock_handle(c.write_lock(name))}) {
+      std::error_code ec;
+      EXPECT_FALSE(l.try_lock(100ms, ec));
+      EXPECT_FALSE(ec) << ec.message();
+    }
+  }
+  // A hash with a TTL is judged by nobody: it expires.
+  raw()({"HSET", "expiring", "name", "bob"});
+  raw()({"PEXPIRE", "expiring", "60000"});
+  std::error_code ec;
+  EXPECT_FALSE(c.lock("expiring").try_lock(100ms, ec));
+  EXPECT_FALSE(ec) << ec.message();
+}
+
 TEST_F(bad_input_test, a_held_lock_whose_key_became_another_type_is_lost_at_its_unlock) {
   client c(cfg());
   for (const char* kind : {"reentrant", "mutex", "fair", "read", "write"}) {

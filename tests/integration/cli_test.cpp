@@ -302,7 +302,7 @@ std::set<int> exit_statuses_in(const std::string& text) {
 TEST_F(cli_test, each_subcommands_help_lists_its_own_exit_statuses) {
   const std::map<std::string, std::set<int>> expected = {
       {"run", {64, 65, 69, 70, 75, 76, 78, 79, 126, 127, 128}},
-      {"status", {0, 64, 69, 70, 78}},
+      {"status", {0, 64, 65, 69, 70, 78}},
       {"unlock", {0, 64, 65, 69, 70, 78}},
       {"doctor", {0, 64, 69, 70, 78}},
       {"demo", {0, 1, 64, 69, 70, 78}},
@@ -435,6 +435,59 @@ TEST_F(cli_test, a_key_of_the_wrong_type_is_named) {
   EXPECT_EQ(r.err.find("\"fq\" holds"), std::string::npos) << r.err;
   EXPECT_FALSE(file_exists("ran"));
   EXPECT_FALSE(exists("fq"));
+}
+
+// An application's hash named by mistake: run, status and unlock agree that it is not a lock, at
+// once (run waited for ever; status showed it "held reentrant no expiry ... name xbob").
+TEST_F(cli_test, an_application_hash_is_not_a_lock_for_run_status_and_unlock) {
+  raw()({"HSET", "user:42", "name", "bob"});
+  for (const char* kind : {"", "--fair", "--read", "--write"}) {
+    SCOPED_TRACE(kind);
+    std::vector<std::string> args{"run", "user:42", "--wait", "20s", "--redis", url()};
+    if (*kind) args.push_back(kind);
+    args.insert(args.end(), {"--", "touch", path("ran")});
+    auto t0 = steady::now();
+    auto r = run(args);
+    EXPECT_EQ(r.status, 65) << r.err;
+    EXPECT_NE(r.err.find("not a lock"), std::string::npos) << r.err;
+    EXPECT_LT(ms_since(t0), 10000);
+    EXPECT_FALSE(file_exists("ran"));
+  }
+  auto s = run({"status", "user:42", "--redis", url()});
+  EXPECT_EQ(s.status, 65) << s.err;
+  EXPECT_NE(s.out.find("not a lock"), std::string::npos) << s.out;
+  EXPECT_EQ(s.out.find("reentrant"), std::string::npos) << s.out;
+  s = run({"status", "user:42", "--redis", url(), "--json"});
+  EXPECT_EQ(s.status, 65) << s.err;
+  EXPECT_NE(s.out.find("\"state\":\"other\""), std::string::npos) << s.out;
+  auto u = run({"unlock", "--force", "user:42", "--redis", url()});
+  EXPECT_EQ(u.status, 65) << u.err;
+  EXPECT_EQ(raw()({"HGET", "user:42", "name"}).str, "bob");
+}
+
+// A plain string without expiry cannot be told from another library's mutex token: run --mutex
+// waits, and says once why the wait will not end; status warns of it.
+TEST_F(cli_test, a_string_with_no_expiry_is_said_once_while_a_mutex_waits) {
+  raw()({"SET", "plain", "hello"});
+  auto r = run({"run", "--mutex", "plain", "--wait", "2500ms", "--redis", url(), "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 75) << r.err;
+  const std::string note = "held with no expiry by a value redlease did not write; it will never expire";
+  auto at = r.err.find(note);
+  EXPECT_NE(at, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(note, at + 1), std::string::npos) << "said once: " << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  // With --wait 0 too, with the refusal.
+  r = run({"run", "--mutex", "plain", "--wait", "0", "--redis", url(), "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_NE(r.err.find(note), std::string::npos) << r.err;
+  auto s = run({"status", "plain", "--redis", url()});
+  EXPECT_EQ(s.status, 0) << s.err;
+  EXPECT_NE(s.out.find("warning: no expiry"), std::string::npos) << s.out;
+  // A mutex that expires says nothing of the kind.
+  raw()({"SET", "expiring", "hello", "PX", "60000"});
+  r = run({"run", "--mutex", "expiring", "--wait", "1500ms", "--redis", url(), "--", "true"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_EQ(r.err.find("no expiry"), std::string::npos) << r.err;
 }
 
 TEST_F(cli_test, signal_while_waiting_exits_without_running_the_command) {
@@ -842,7 +895,7 @@ TEST_F(cli_test, status_reports_free_reentrant_and_mutex_locks) {
   ASSERT_TRUE(eventually([&] { return subscribers("redisson_lock__channel:{r}") == 1; }, 10000ms)) << waiter.err();
 
   auto res = run({"status", "r", "m", "free", odd, "list", "--json", "--redis", url()});
-  ASSERT_EQ(res.status, 0) << res.err;
+  ASSERT_EQ(res.status, 65) << "every row, then 65: \"list\" is not a lock; " << res.err;
   std::vector<std::string> lines;
   std::istringstream in(res.out);
   for (std::string l; std::getline(in, l);) lines.push_back(l);

@@ -158,6 +158,23 @@ TEST(layout_test, acl_patterns_for_one_name_close_every_tag) {
   EXPECT_EQ(describe(lock_kind::mutex, "job").acl_keys, (strings{"job", "redlease_mutex_token:{job}"}));
 }
 
+// The entries of a lock's hash, as the acquisitions judge a hash without expiry on the server
+// (src/lua/include/foreign_hash.lua) and status and unlock judge it in the CLI.
+TEST(layout_test, a_lock_hash_holds_holders_and_a_read_write_mode) {
+  EXPECT_TRUE(is_lock_hash_entry("8743c9c0-0795-4907-87fd-6c719a6b4586:1", "2"));  // Redisson's
+  EXPECT_TRUE(is_lock_hash_entry("8743c9c0-0795-4907-87fd-6c719a6b4586:1:write", "1"));
+  EXPECT_TRUE(is_lock_hash_entry("mode", "read"));
+  EXPECT_TRUE(is_lock_hash_entry("mode", "write"));
+  EXPECT_TRUE(is_lock_hash_entry("a:7", "-1"));  // a count someone broke: still a lock's entry
+  EXPECT_FALSE(is_lock_hash_entry("name", "bob"));
+  EXPECT_FALSE(is_lock_hash_entry("mode", "dark"));
+  EXPECT_FALSE(is_lock_hash_entry("user:42", "bob"));
+  EXPECT_FALSE(is_lock_hash_entry(":1", "1"));
+  EXPECT_FALSE(is_lock_hash_entry("a:b", "1"));
+  EXPECT_FALSE(is_lock_hash_entry("a:1", "1.5"));
+  EXPECT_FALSE(is_lock_hash_entry("a:1", ""));
+}
+
 TEST(layout_test, the_embedded_scripts_are_listed_with_their_digests) {
   auto s = embedded_scripts();
   ASSERT_FALSE(s.empty());
