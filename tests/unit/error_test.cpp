@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 
@@ -177,6 +178,32 @@ TEST(ErrorFromReplyText, PrefixMustBeAtTheStart) {
   EXPECT_EQ(error_from_reply_text("ERR my key is called NOAUTH"), errc::server_error);
   EXPECT_EQ(error_from_reply_text("ERR something BUSY"), errc::server_error);
   EXPECT_EQ(error_from_reply_text("ERR LOADING"), errc::server_error);
+}
+
+// ---- detail::without_script_location --------------------------------------------------------------
+
+// What we show of an error raised inside a script is the failing command's words: Redis's location
+// of the error in our script (its SHA and line) means nothing to a user. The rest is kept as is.
+TEST(WithoutScriptLocation, StripsRedis7sSuffixAndRedis6sPrefix) {
+  using detail::without_script_location;
+  EXPECT_EQ(without_script_location("WRONGTYPE Operation against a key holding the wrong kind of value script: "
+                                    "83bfcc4b9e3d0a1f2c5b8e7d6a4f3c2b1a0e9d8c, on @user_script:18."),
+            "WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(without_script_location("OOM command not allowed when used memory > 'maxmemory'. script: 6dd27e3, on "
+                                    "@user_script:1."),
+            "OOM command not allowed when used memory > 'maxmemory'.");
+  EXPECT_EQ(without_script_location("ERR Error running script (call to f_83bfcc4b9e3d0a1f): @user_script:18: "
+                                    "WRONGTYPE Operation against a key holding the wrong kind of value"),
+            "WRONGTYPE Operation against a key holding the wrong kind of value");
+  // A function's location, too.
+  EXPECT_EQ(without_script_location("ERR value is not an integer script: acquire, on @user_function:3."),
+            "ERR value is not an integer");
+  // Words that only look alike are kept.
+  for (std::string_view kept : {"WRONGTYPE Operation against a key holding the wrong kind of value",
+                                "ERR my script: broken, on purpose.", "ERR script: x, on @user_script:abc.",
+                                "ERR Error running script (call to f_1): @user_script:x: y", ""}) {
+    EXPECT_EQ(without_script_location(kept), kept);
+  }
 }
 
 }  // namespace
