@@ -1037,6 +1037,21 @@ TEST_F(cli_auth_test, password_from_the_environment) {
   EXPECT_EQ(run({"run", "p", "--redis", url(), "--", "true"}).status, 0);  // the password in the URL
 }
 
+// `redis://app@host`: the ACL user app, whose password comes from $REDLEASE_PASSWORD (as redis-py and
+// node-redis read a user part without a colon). Before, `app` was taken as the password and replaced
+// by the variable's: AUTH as the default user, refused (69).
+TEST_F(cli_auth_test, an_acl_user_named_in_the_url_takes_its_password_from_the_environment) {
+  ASSERT_EQ(raw()({"ACL", "SETUSER", "app", "on", ">app-pw", "~*", "&*", "+@all"}).str, "OK");
+  const std::string app_url = "redis://app@127.0.0.1:" + std::to_string(server().port());
+  auto r = run({"run", "u", "--redis", app_url, "--", "true"}, {"REDLEASE_PASSWORD=app-pw"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = run({"status", "u", "--redis", app_url}, {"REDLEASE_PASSWORD=app-pw"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  // The default user's password is not app's.
+  EXPECT_EQ(run({"status", "u", "--redis", app_url}, {"REDLEASE_PASSWORD=s3cret"}).status, 69);
+  raw()({"ACL", "DELUSER", "app"});
+}
+
 // TLS: --cacert (or $REDLEASE_CACERT) to trust the server's CA; a certificate from an unknown CA is
 // a connection that cannot be made: exit 69 with the reason; --insecure connects and warns.
 TEST_F(cli_test, tls_flags) {
