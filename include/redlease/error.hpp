@@ -183,7 +183,8 @@ class error : public std::system_error {
 const std::string& last_error_text() noexcept;
 
 /// Throws `redlease::error(ec, what)` if `ec` is set, with `last_error_text()` appended to `what`.
-/// Used by the throwing overloads.
+/// Used by the throwing overloads. A TLS failure's text says what its code says, and more (the
+/// reason and what to set): the message then ends with the text, without the code's own words.
 void throw_if(const std::error_code& ec, const char* what);
 
 namespace detail {

@@ -99,6 +99,37 @@ TEST(ErrorException, ThrowIf) {
   }
 }
 
+// A TLS failure's words say what failed, why and what to set, in the library's terms: the message is
+// one sentence, not followed by the code's own words (which said it again, with the CLI's flag too:
+// "...; set config::tls.ca_file / --cacert to its CA: TLS: the server's certificate is signed by an
+// unknown CA; set config::tls.ca_file / --cacert").
+TEST(ErrorException, ATlsFailureIsSaidOnce) {
+  const std::string words =
+      "TLS: the certificate of 127.0.0.1:6380 is signed by an unknown CA: self-signed certificate in certificate "
+      "chain (X509 verify error 19); set config::tls.ca_file to its CA";
+  try {
+    detail::scoped_error_text text(words);
+    throw_if(errc::tls_untrusted_certificate, "client::ping redis://127.0.0.1:6380");
+    ADD_FAILURE() << "throw_if did not throw";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::tls_untrusted_certificate);
+    EXPECT_EQ(std::string(e.what()), "client::ping redis://127.0.0.1:6380: " + words);
+  }
+  for (auto code : {errc::tls_untrusted_certificate, errc::tls_name_mismatch, errc::tls_client_certificate_required,
+                    errc::tls_bad_files}) {
+    const std::string m = make_error_code(code).message();
+    EXPECT_EQ(m.find("--"), std::string::npos) << "a CLI flag in the library's words: " << m;
+  }
+  // Other codes keep their words after the server's.
+  try {
+    detail::scoped_error_text text("NOPERM this user has no permissions");
+    throw_if(errc::no_permission, "lock \"x\"");
+  } catch (const error& e) {
+    EXPECT_EQ(std::string(e.what()), "lock \"x\": NOPERM this user has no permissions: " +
+                                         make_error_code(errc::no_permission).message());
+  }
+}
+
 // ---- detail::error_from_reply_text ----------------------------------------------------------------
 
 using detail::error_from_reply_text;
