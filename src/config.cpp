@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "redlease/config.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <chrono>
+#include <initializer_list>
 #include <string>
 
 #include "redlease/error.hpp"
@@ -41,55 +43,184 @@ bool parse_int(std::string_view s, Int& out) {
   return ec == std::errc{} && p == s.data() + s.size();
 }
 
+// The parts, one after the other. Built with append() only: g++ 12 -O3 reports a false -Wrestrict
+// on `"literal" + std::string`.
+std::string cat(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (auto part : parts) out.append(part);
+  return out;
+}
+
 // Only `db=N` (and `master=NAME` where `master` is given) is understood; anything else is an error
-// rather than silently ignored.
-bool parse_query(std::string_view query, int& db, std::string* master = nullptr) {
+// rather than silently ignored. Returns what is wrong, or nothing.
+std::string parse_query(std::string_view query, int& db, std::string* master = nullptr) {
   while (!query.empty()) {
     auto amp = query.find('&');
     auto item = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     if (item.substr(0, 3) == "db=") {
-      if (!parse_int(item.substr(3), db) || db < 0) return false;
+      if (!parse_int(item.substr(3), db) || db < 0)
+        return cat({"the database '", item.substr(3, 20), "' is not a number from 0"});
     } else if (master && item.substr(0, 7) == "master=") {
-      if (!percent_decode(item.substr(7), *master) || master->empty()) return false;
+      if (!percent_decode(item.substr(7), *master)) return "bad %-escape in the master's name";
+      if (master->empty()) return "empty master name";
     } else {
-      return false;
+      return cat({"unknown query parameter '", item.substr(0, item.find('=')).substr(0, 40),
+                  master ? "' (only db=N and master=NAME)" : "' (only db=N)"});
     }
   }
-  return true;
+  return {};
 }
 
-// `host[:port]` or `[v6]:port`; the port stays as given when absent.
-bool parse_host_port(std::string_view hostport, std::string& host_out, std::uint16_t& port_out) {
+// `host[:port]` or `[v6]:port`; the port stays as given when absent. Returns what is wrong, or
+// nothing.
+std::string parse_host_port(std::string_view hostport, std::string& host_out, std::uint16_t& port_out) {
   std::string_view host, port;
+  bool has_port = false;
   if (!hostport.empty() && hostport.front() == '[') {  // [IPv6]:port
     auto close = hostport.find(']');
-    if (close == std::string_view::npos) return false;
+    if (close == std::string_view::npos) return "no ']' after the IPv6 address";
     host = hostport.substr(1, close - 1);
     auto after = hostport.substr(close + 1);
     if (!after.empty()) {
-      if (after.front() != ':') return false;
+      if (after.front() != ':') return cat({"'", after.substr(0, 40), "' after the IPv6 address"});
       port = after.substr(1);
-      if (port.empty()) return false;
+      has_port = true;
     }
   } else {
     auto colon = hostport.find(':');
     host = hostport.substr(0, colon);
     if (colon != std::string_view::npos) {
       port = hostport.substr(colon + 1);
-      if (port.empty()) return false;
+      has_port = true;
     }
   }
-  if (host.empty()) return false;
+  if (host.empty()) return "missing host";
   for (char ch : host)
-    if (ch == ' ' || ch == '/' || ch == '@' || ch == '?' || ch == '#' || ch == ',') return false;
+    if (ch == ' ' || ch == '/' || ch == '@' || ch == '?' || ch == '#' || ch == ',')
+      return cat({"the host '", host.substr(0, 80), "' contains '", std::string_view(&ch, 1), "'"});
   host_out = std::string(host);
-  if (!port.empty()) {
+  if (has_port) {
     unsigned p = 0;
-    if (!parse_int(port, p) || p == 0 || p > 65535) return false;
+    if (!parse_int(port, p) || p == 0 || p > 65535)
+      return cat({"the port '", port.substr(0, 20), "' is not a number from 1 to 65535"});
     port_out = static_cast<std::uint16_t>(p);
   }
+  return {};
+}
+
+constexpr std::string_view schemes =
+    "the schemes are redis://, rediss:// (TLS), redis-sentinel://, rediss-sentinel://, unix:// and redis+unix://";
+
+bool known_scheme(std::string_view s) {
+  return s == "redis" || s == "rediss" || s == "redis-sentinel" || s == "rediss-sentinel" || s == "unix" ||
+         s == "redis+unix";
+}
+
+// Whether `s` may be a URL scheme (RFC 3986: a letter, then letters, digits, '+', '-', '.'), short
+// enough to quote: what is not may be a password typed in the wrong place.
+bool looks_like_scheme(std::string_view s) {
+  if (s.empty() || s.size() > 32 || !std::isalpha(static_cast<unsigned char>(s.front()))) return false;
+  for (char ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '+' && ch != '-' && ch != '.') return false;
   return true;
+}
+
+// What is wrong with a URL that has no "://". Quotes nothing from before an '@' (a password, maybe).
+std::string missing_scheme(std::string_view url) {
+  const bool userinfo = url.find('@') != std::string_view::npos;
+  auto colon = url.find(':');
+  if (colon != std::string_view::npos) {
+    auto before = url.substr(0, colon), after = url.substr(colon + 1);
+    if (known_scheme(before)) return cat({"'", before, ":' must be followed by '//'"});
+    if (!userinfo && !after.empty() && after.find_first_not_of("0123456789") == std::string_view::npos)
+      return cat({"no scheme: for a host and port write redis://", url.substr(0, 100)});
+  }
+  return cat({"no scheme (", schemes, ")"});
+}
+
+// Parses `url` into `c`; returns what is wrong with it, or nothing.
+std::string parse_url(std::string_view url, config& c) {
+  auto scheme_end = url.find("://");
+  if (scheme_end == std::string_view::npos) return missing_scheme(url);
+  auto scheme = url.substr(0, scheme_end);
+  auto rest = url.substr(scheme_end + 3);
+  if (scheme == "unix" || scheme == "redis+unix") {
+    auto q = rest.find('?');
+    auto path = rest.substr(0, q);
+    if (path.empty() || path.front() != '/')
+      return cat({"the socket path must be absolute (", scheme, ":///path/to/redis.sock)"});
+    if (q != std::string_view::npos)
+      if (auto why = parse_query(rest.substr(q + 1), c.database); !why.empty()) return why;
+    c.unix_socket = std::string(path);
+    return {};
+  }
+  bool sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
+  if (scheme != "redis" && scheme != "rediss" && !sentinel) {
+    if (scheme.empty()) return cat({"no scheme (", schemes, ")"});
+    if (!looks_like_scheme(scheme)) return cat({"unknown scheme (", schemes, ")"});
+    std::string lower(scheme);
+    for (auto& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return cat({"unknown scheme '", scheme, "' (", schemes, known_scheme(lower) ? ", in lower case)" : ")"});
+  }
+  c.tls.enabled = scheme == "rediss" || scheme == "rediss-sentinel";
+  c.sentinel.tls.enabled = scheme == "rediss-sentinel";
+
+  // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
+  auto at = rest.rfind('@');
+  if (at != std::string_view::npos) {
+    auto userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    auto colon = userinfo.find(':');
+    // `user@host`: a user name alone (an ACL user, Redis 6+), as redis-py and node-redis read it;
+    // its password comes from elsewhere (config::password, the CLI's $REDLEASE_PASSWORD).
+    if (!percent_decode(userinfo.substr(0, colon), c.username) ||
+        (colon != std::string_view::npos && !percent_decode(userinfo.substr(colon + 1), c.password)))
+      return "bad %-escape in the user or password";
+  }
+  auto slash = rest.find('/');
+  auto hostport = rest.substr(0, slash);
+  auto path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+  auto* master = sentinel ? &c.sentinel.master_name : nullptr;
+  if (auto q = path.find('?'); q != std::string_view::npos) {
+    if (auto why = parse_query(path.substr(q + 1), c.database, master); !why.empty()) return why;
+    path = path.substr(0, q);
+  }
+  if (!path.empty() && (!parse_int(path, c.database) || c.database < 0))
+    return cat({"the database '", path.substr(0, 20), "' is not a number from 0"});
+
+  // A query may also follow the host list directly: `redis-sentinel://h1,h2?master=m`.
+  if (auto q = hostport.find('?'); q != std::string_view::npos && slash == std::string_view::npos) {
+    if (auto why = parse_query(hostport.substr(q + 1), c.database, master); !why.empty()) return why;
+    hostport = hostport.substr(0, q);
+  }
+  if (!sentinel) return parse_host_port(hostport, c.host, c.port);
+  // Sentinels: a comma-separated list; the master's name is required.
+  while (true) {
+    auto comma = hostport.find(',');
+    host_port hp;
+    if (auto why = parse_host_port(hostport.substr(0, comma), hp.host, hp.port); !why.empty()) return why;
+    c.sentinel.nodes.push_back(std::move(hp));
+    if (comma == std::string_view::npos) break;
+    hostport = hostport.substr(comma + 1);
+  }
+  if (c.sentinel.master_name.empty()) return "missing ?master=NAME (the master's name the Sentinels know)";
+  return {};
+}
+
+// The URL as a message may quote it: never its user and password. Split where the parser splits
+// them, at the last '@' (a URL whose query holds an '@' loses more than it must); also when the
+// scheme is mistyped or missing ("user:pw@host", "redis:/...", "redis//..."): what comes before the
+// '@' may be a password all the same.
+std::string url_without_userinfo(std::string_view url) {
+  std::string shown(url.substr(0, 200));
+  auto scheme_end = url.find("://");
+  auto at = url.rfind('@');
+  if (at != std::string_view::npos) {
+    const bool schemed = scheme_end != std::string_view::npos && at > scheme_end;
+    shown = cat({schemed ? url.substr(0, scheme_end + 3) : std::string_view(), "***@", url.substr(at + 1, 200)});
+  }
+  return shown;
 }
 
 // Appends `s` percent-encoded for the user part of a URL's userinfo: everything but RFC 3986's
@@ -116,93 +247,19 @@ void append_userinfo_encoded(std::string& out, std::string_view s) {
 config config::from_url(std::string_view url, std::error_code& ec) {
   ec.clear();
   config c;
-  auto fail = [&](errc e) {
-    ec = e;
-    return config{};
-  };
-  auto scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return fail(errc::invalid_url);
-  auto scheme = url.substr(0, scheme_end);
-  auto rest = url.substr(scheme_end + 3);
-  if (scheme == "unix" || scheme == "redis+unix") {
-    auto q = rest.find('?');
-    auto path = rest.substr(0, q);
-    if (path.empty() || path.front() != '/') return fail(errc::invalid_url);
-    if (q != std::string_view::npos && !parse_query(rest.substr(q + 1), c.database))
-      return fail(errc::invalid_url);
-    c.unix_socket = std::string(path);
-    return c;
-  }
-  bool sentinel = scheme == "redis-sentinel" || scheme == "rediss-sentinel";
-  if (scheme != "redis" && scheme != "rediss" && !sentinel) return fail(errc::invalid_url);
-  c.tls.enabled = scheme == "rediss" || scheme == "rediss-sentinel";
-  c.sentinel.tls.enabled = scheme == "rediss-sentinel";
-
-  // userinfo is split at the last '@' so that a password may contain a (percent-encoded or raw) '@'.
-  auto at = rest.rfind('@');
-  if (at != std::string_view::npos) {
-    auto userinfo = rest.substr(0, at);
-    rest = rest.substr(at + 1);
-    auto colon = userinfo.find(':');
-    if (colon == std::string_view::npos) {
-      // `redis://password@host` is accepted by redis-cli and most clients: a bare password.
-      if (!percent_decode(userinfo, c.password)) return fail(errc::invalid_url);
-    } else {
-      if (!percent_decode(userinfo.substr(0, colon), c.username) ||
-          !percent_decode(userinfo.substr(colon + 1), c.password))
-        return fail(errc::invalid_url);
-    }
-  }
-  auto slash = rest.find('/');
-  auto hostport = rest.substr(0, slash);
-  auto path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
-  if (auto q = path.find('?'); q != std::string_view::npos) {
-    if (!parse_query(path.substr(q + 1), c.database, sentinel ? &c.sentinel.master_name : nullptr))
-      return fail(errc::invalid_url);
-    path = path.substr(0, q);
-  }
-  if (!path.empty() && (!parse_int(path, c.database) || c.database < 0)) return fail(errc::invalid_url);
-
-  // A query may also follow the host list directly: `redis-sentinel://h1,h2?master=m`.
-  if (auto q = hostport.find('?'); q != std::string_view::npos && slash == std::string_view::npos) {
-    if (!parse_query(hostport.substr(q + 1), c.database, sentinel ? &c.sentinel.master_name : nullptr))
-      return fail(errc::invalid_url);
-    hostport = hostport.substr(0, q);
-  }
-  if (!sentinel) {
-    if (!parse_host_port(hostport, c.host, c.port)) return fail(errc::invalid_url);
-    return c;
-  }
-  // Sentinels: a comma-separated list; the master's name is required.
-  while (true) {
-    auto comma = hostport.find(',');
-    host_port hp;
-    if (!parse_host_port(hostport.substr(0, comma), hp.host, hp.port)) return fail(errc::invalid_url);
-    c.sentinel.nodes.push_back(std::move(hp));
-    if (comma == std::string_view::npos) break;
-    hostport = hostport.substr(comma + 1);
-  }
-  if (c.sentinel.master_name.empty()) return fail(errc::invalid_url);
-  return c;
+  std::string why = parse_url(url, c);
+  if (why.empty()) return c;
+  ec = errc::invalid_url;
+  detail::error_text_slot() = std::move(why);
+  return config{};
 }
 
 config config::from_url(std::string_view url) {
-  std::error_code ec;
-  auto c = from_url(url, ec);
-  if (!ec) return c;
-  // The URL is quoted to say which one is wrong, but never its user and password: split where the
-  // parser splits them, at the last '@' (a URL whose query holds an '@' loses more than it must).
-  // Also when the scheme is mistyped or missing ("user:pw@host", "redis:/...", "redis//..."): what
-  // comes before the '@' may be a password all the same.
-  std::string shown(url.substr(0, 200));
-  auto scheme_end = url.find("://");
-  auto at = url.rfind('@');
-  if (at != std::string_view::npos) {
-    const bool schemed = scheme_end != std::string_view::npos && at > scheme_end;
-    shown = (schemed ? std::string(url.substr(0, scheme_end + 3)) : std::string()) + "***@" +
-            std::string(url.substr(at + 1, 200));
-  }
-  throw error(ec, "config::from_url(\"" + shown + "\")");
+  config c;
+  std::string why = parse_url(url, c);
+  if (why.empty()) return c;
+  throw error(errc::invalid_url, cat({"invalid Redis URL \"", url_without_userinfo(url), "\": ", why}),
+              error::whole_message);
 }
 
 std::string config::invalid_setting() const {

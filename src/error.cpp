@@ -45,15 +45,14 @@ class category final : public std::error_category {
       case errc::server_loading: return "the Redis server is loading its dataset";
       case errc::tls_handshake_failed: return "the TLS handshake with the Redis server failed";
       case errc::tls_untrusted_certificate:
-        return "TLS: the server's certificate is signed by an unknown CA; set config::tls.ca_file / --cacert";
+        return "TLS: the server's certificate is signed by an unknown CA; set config::tls.ca_file";
       case errc::tls_name_mismatch:
         return "TLS: the server's certificate does not name the host connected to; connect by a name it "
-               "lists or set config::tls.verify_name / --sni";
+               "lists or set config::tls.verify_name";
       case errc::tls_certificate_expired:
         return "TLS: the server's certificate has expired (or is not yet valid); renew it on the server";
       case errc::tls_client_certificate_required:
-        return "TLS: the server requires a client certificate; set config::tls.cert_file and key_file / "
-               "--cert and --key";
+        return "TLS: the server requires a client certificate; set config::tls.cert_file and key_file";
       case errc::tls_expected_by_server:
         return "the server closed the connection during the handshake: is this a TLS port? use rediss://";
       case errc::tls_not_offered_by_server:
@@ -102,6 +101,12 @@ class category final : public std::error_category {
     }
   }
 };
+
+// The codes whose error text (tls.cpp) is a whole sentence: what failed, why, and what to set.
+bool is_tls_failure(const std::error_code& ec) noexcept {
+  return ec.category() == error_category() && ec.value() >= static_cast<int>(errc::tls_handshake_failed) &&
+         ec.value() <= static_cast<int>(errc::tls_bad_files);
+}
 
 }  // namespace
 
@@ -158,6 +163,7 @@ void throw_if(const std::error_code& ec, const char* what) {
   if (!ec) return;
   const auto& text = last_error_text();
   if (text.empty()) throw error(ec, what);
+  if (is_tls_failure(ec)) throw error(ec, std::string(what) + ": " + text, error::whole_message);
   throw error(ec, std::string(what) + ": " + text);
 }
 

@@ -291,7 +291,7 @@ bool check_connectivity(client& c, context& cx, report& r) {
     const redlease::error& e = *failure;
     const std::string words = last_error_text();
     // what() is "client::ping <url>: <the server's words>: <reason>"; the line names the URL already.
-    std::string detail = e.what();
+    std::string detail = cli_words(e.what());
     if (auto at = detail.find(where + ": "); at != std::string::npos) detail = detail.substr(at + where.size() + 2);
     auto code = e.code();
     // (A peer that is not Redis: its bytes are no server's words.)

@@ -372,7 +372,8 @@ class run_session {
  private:
   using step = std::optional<int>;
 
-  int fail(int status, const std::string& message) const {
+  int fail(int status, const std::string& library_message) const {
+    const std::string message = cli_words(library_message);
     rep_(reporter::error, "error").str("message", message).num("status", status).say(message);
     return status;
   }
@@ -435,7 +436,7 @@ class run_session {
       // dropped, a TLS warning) is an event too, not the library's plain line.
       cfg_.on_error = [this](const background_error& e) {
         if (e.source == "tls" && e.code == std::error_code{}) return;  // the --insecure warning, said above
-        const std::string message = e.message.empty() ? e.code.message() : e.message;
+        const std::string message = cli_words(e.message.empty() ? e.code.message() : e.message);
         rep_(reporter::notice, "background_error").str("source", e.source).str("message", message).say(message);
       };
     }

@@ -65,7 +65,7 @@ constexpr std::size_t list_cap = 100;
 lock_status inspect(client& c, const std::string& name) {
   lock_status s;
   s.name = name;
-  std::string type = c.command({"TYPE", name}).str;
+  std::string type = lock_command(c, name, {"TYPE", name}).str;
   if (type == "hash") {
     auto add = [&s](const reply& fields) {
       for (std::size_t i = 0; i + 1 < fields.elements.size(); i += 2) {
@@ -74,15 +74,15 @@ lock_status inspect(client& c, const std::string& name) {
         else if (s.holders.size() < list_cap) s.holders.push_back({fields.elements[i].str, fields.elements[i + 1].str});
       }
     };
-    long long fields = c.command({"HLEN", name}).integer;
+    long long fields = lock_command(c, name, {"HLEN", name}).integer;
     if (fields <= static_cast<long long>(list_cap) + 1) {
-      add(c.command({"HGETALL", name}));
+      add(lock_command(c, name, {"HGETALL", name}));
     } else {
-      auto m = c.command({"HGET", name, "mode"});
+      auto m = lock_command(c, name, {"HGET", name, "mode"});
       if (!m.is_nil()) s.mode = m.str;
       std::string cursor = "0";
       do {
-        auto step = c.command({"HSCAN", name, cursor, "COUNT", std::to_string(list_cap)});
+        auto step = lock_command(c, name, {"HSCAN", name, cursor, "COUNT", std::to_string(list_cap)});
         if (step.elements.size() != 2) break;
         cursor = step.elements[0].str;
         add(step.elements[1]);
@@ -107,7 +107,7 @@ lock_status inspect(client& c, const std::string& name) {
       s.kind = "reentrant";
     }
   } else if (type == "string") {
-    auto v = c.command({"GET", name});
+    auto v = lock_command(c, name, {"GET", name});
     if (!v.is_nil()) {
       s.holders.push_back({v.str, "1"});
       s.kind = "mutex";
@@ -123,7 +123,7 @@ lock_status inspect(client& c, const std::string& name) {
     s.state = "held";
   }
   if (s.state != "free") {
-    auto t = c.command({"PTTL", name});
+    auto t = lock_command(c, name, {"PTTL", name});
     s.ttl_ms = t.is_integer() ? t.integer : -2;
   }
   // A lock always has a TTL (every grant sets one): a held one without never frees itself.
@@ -137,14 +137,14 @@ lock_status inspect(client& c, const std::string& name) {
     auto q = c.command({"LRANGE", queue, "0", std::to_string(list_cap - 1)}, ec);
     if (ec == errc::wrong_type) {
       // Not a queue: every fair acquisition on this name fails, which is worth saying here.
-      s.problem = "\"" + printable(queue) + "\" holds a " + c.command({"TYPE", queue}).str +
+      s.problem = "\"" + printable(queue) + "\" holds a " + lock_command(c, name, {"TYPE", queue}).str +
                   " where the fair lock keeps a list";
     } else if (ec) {
-      throw error(ec, "LRANGE " + queue + (last_error_text().empty() ? "" : ": " + last_error_text()));
+      throw_for_lock(ec, name, last_error_text());
     } else {
       for (auto& e : q.elements) s.queue.push_back(e.str);
-      s.queue_length =
-          s.queue.size() < list_cap ? static_cast<long long>(s.queue.size()) : c.command({"LLEN", queue}).integer;
+      s.queue_length = s.queue.size() < list_cap ? static_cast<long long>(s.queue.size())
+                                                 : lock_command(c, name, {"LLEN", queue}).integer;
       if (!s.queue.empty() && s.kind == "reentrant") s.kind = "fair";
     }
   }
@@ -155,7 +155,7 @@ lock_status inspect(client& c, const std::string& name) {
     s.channels.push_back({describe(lock_kind::mutex, name).channel(), 0});
   std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
   for (auto& ch : s.channels) cmd.push_back(ch.channel);
-  auto r = c.command(cmd);
+  auto r = lock_command(c, name, cmd);
   for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < s.channels.size(); i += 2)
     s.channels[i / 2].subscribers = r.elements[i + 1].integer;
   return s;

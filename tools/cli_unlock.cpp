@@ -17,7 +17,7 @@ namespace {
 // fields HSCAN gives are looked at: a typo that names an application's hash ("user:42" with "name",
 // "email") must not delete it. Empty when it looks like a lock; else the first field that does not.
 std::string field_that_is_no_holder(client& c, const std::string& name) {
-  auto r = c.command({"HSCAN", name, "0", "COUNT", "100"});
+  auto r = lock_command(c, name, {"HSCAN", name, "0", "COUNT", "100"});
   if (!r.is_array() || r.elements.size() != 2 || !r.elements[1].is_array()) return {};
   const auto& kv = r.elements[1].elements;
   for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
@@ -43,14 +43,14 @@ int unlock(const unlock_options& o) {
   c.ping();
   int status = exit_code::ok;
   for (const auto& name : o.names) {
-    std::string type = c.command({"TYPE", name}).str;
+    std::string type = lock_command(c, name, {"TYPE", name}).str;
     std::string kind = type == "hash" ? "reentrant" : "mutex";
     bool existed;
     if (type == "hash") {
       // Each kind wakes its waiters on its own channels: a read-write lock's (it has a mode), or the
       // head of a fair lock's queue (a reentrant hash with waiters queued beside it).
       std::error_code ec;
-      if (!c.command({"HGET", name, "mode"}).is_nil()) {
+      if (!lock_command(c, name, {"HGET", name, "mode"}).is_nil()) {
         kind = "read-write";
       } else if (auto odd = field_that_is_no_holder(c, name); !odd.empty()) {
         std::cerr << "redlease unlock: " << '"' << printable(name) << '"' << " is not a lock (a hash with the field "

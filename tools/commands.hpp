@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,6 +16,11 @@
 #include <vector>
 
 #include "redlease/config.hpp"
+#include "redlease/reply.hpp"
+
+namespace redlease {
+class client;
+}
 
 namespace redlease::cli {
 
@@ -45,6 +51,17 @@ using action_t = std::function<int()>;
 /// renamed command), else software (70).
 int exit_code_for(const std::error_code& c);
 
+/// `text`, a library message, in the CLI's terms: the `config::tls` fields it names become the flags
+/// that set them (`config::tls.ca_file` is `--cacert`, `verify_name` `--sni`, `cert_file` and
+/// `key_file` `--cert` and `--key`).
+std::string cli_words(std::string text);
+/// Throws a redlease::error for a command about the lock `name` that failed with `ec` and the
+/// server's `words`: `lock "NAME": <words>: <what ec means>`, naming the lock, not the call.
+[[noreturn]] void throw_for_lock(std::error_code ec, std::string_view name, const std::string& words);
+/// `c.command(args)` for the lock `name`; a failure is thrown by throw_for_lock().
+reply lock_command(client& c, std::string_view name, std::initializer_list<std::string_view> args);
+/// As above.
+reply lock_command(client& c, std::string_view name, const std::vector<std::string>& args);
 /// The default URL: $REDLEASE_URL, else redis://127.0.0.1:6379.
 std::string default_url();
 /// The config for `url`; $REDLEASE_PASSWORD, when set, supplies the password (so it never shows in
@@ -85,7 +102,8 @@ void json_escape_to(std::string& out, std::string_view s);
 /// A lock name for messages and tables: printable ASCII as is, anything else (and `\`, `"`, and
 /// with `escape_space` the space) as \xNN.
 std::string printable(std::string_view s, bool escape_space = false);
-/// A CLI11 validator for durations.
+/// A CLI11 validator for durations: "invalid duration '5x' (use e.g. ...)", "invalid duration '-5s':
+/// negative durations are not allowed".
 CLI::Validator duration_validator();
 /// A CLI11 validator for lock names: the empty name is refused (a usage error, 64) by every
 /// subcommand that takes names, as the library refuses it.
@@ -93,8 +111,9 @@ CLI::Validator lock_name_validator();
 
 /// Parses the command line into `app`, whose callbacks store in `action` what to run, and runs it;
 /// returns the exit status. A parse error: CLI11's message and 64 (0 for --help and --version). No
-/// action chosen: the help and 64. An exception from the action: `<program>: <what>` on stderr and
-/// exit_code_for() of a redlease::error, 70 for any other.
+/// action chosen: the help and 64. CLI11's messages start with `<program>: ` too. An exception from
+/// the action: `<program>: <what>` on stderr (cli_words) and exit_code_for() of a redlease::error, 70
+/// for any other.
 int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program);
 
 void setup_run(CLI::App& app, action_t& action);

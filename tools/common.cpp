@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "commands.hpp"
+#include "redlease/client.hpp"
 #include "redlease/error.hpp"
 
 namespace redlease::cli {
@@ -72,6 +73,45 @@ std::string printable(std::string_view s, bool escape_space) {
   return out;
 }
 
+std::string cli_words(std::string text) {
+  // Longest first: "config::tls.cert_file and key_file" before "config::tls.cert_file".
+  static const std::pair<std::string_view, std::string_view> words[] = {
+      {"config::tls.cert_file and key_file", "--cert and --key"},
+      {"a CA, certificate or key file of config::tls", "a file of --cacert, --cert or --key"},
+      {"config::tls.ca_file", "--cacert"},
+      {"config::tls.cert_file", "--cert"},
+      {"config::tls.key_file", "--key"},
+      {"config::tls.verify_name", "--sni"},
+  };
+  for (const auto& [library, cli] : words) {
+    for (auto at = text.find(library); at != std::string::npos; at = text.find(library, at + cli.size()))
+      text.replace(at, library.size(), cli);
+  }
+  return text;
+}
+
+void throw_for_lock(std::error_code ec, std::string_view name, const std::string& words) {
+  throw error(ec, "lock \"" + printable(name) + "\"" + (words.empty() ? "" : ": " + words));
+}
+
+namespace {
+template <class Args>
+reply command_for_lock(client& c, std::string_view name, const Args& args) {
+  std::error_code ec;
+  auto r = c.command(args, ec);
+  if (ec) throw_for_lock(ec, name, last_error_text());
+  return r;
+}
+}  // namespace
+
+reply lock_command(client& c, std::string_view name, std::initializer_list<std::string_view> args) {
+  return command_for_lock(c, name, args);
+}
+
+reply lock_command(client& c, std::string_view name, const std::vector<std::string>& args) {
+  return command_for_lock(c, name, args);
+}
+
 std::string default_url() {
   const char* env = std::getenv("REDLEASE_URL");
   return env && *env ? env : "redis://127.0.0.1:6379";
@@ -129,12 +169,15 @@ config make_config(const std::string& url, const std::function<void(const std::s
       return c;  // the caller's on_error reports the rest
     }
     if (!std::exchange(warned, true)) std::cerr << "redlease: warning: " << text << "\n";
-    // The library says the same through on_error: once is enough.
-    c.on_error = [](const background_error& e) {
-      if (e.source == "tls") return;
-      std::cerr << "redlease: " << e.source << ": " << (e.message.empty() ? e.code.message() : e.message) << "\n";
-    };
   }
+  // The library's own line, in the CLI's words (--cacert, not config::tls.ca_file). With --insecure
+  // the library warns through on_error too: once is enough.
+  c.on_error = [insecure = c.tls.enabled && c.tls.insecure](const background_error& e) {
+    if (insecure && e.source == "tls") return;
+    std::string line("redlease: ");
+    line.append(e.source).append(": ").append(cli_words(e.message.empty() ? e.code.message() : e.message));
+    std::cerr << line.append("\n");
+  };
   return c;
 }
 
@@ -200,7 +243,9 @@ std::optional<std::chrono::milliseconds> parse_duration(const std::string& text)
 CLI::Validator duration_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        return parse_duration(s) ? std::string{} : "invalid duration '" + s + "' (use e.g. 250ms, 5s, 2m, 1h)";
+        if (parse_duration(s)) return {};
+        if (!s.empty() && s.front() == '-') return "invalid duration '" + s + "': negative durations are not allowed";
+        return "invalid duration '" + s + "' (use e.g. 250ms, 5s, 2m, 1h)";
       },
       "DURATION");
 }
@@ -232,6 +277,10 @@ int exit_code_for(const std::error_code& c) {
 }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::string_view program) {
+  // CLI11's messages ("--wait: invalid duration ...") get the program's name, as every other error.
+  app.failure_message([prefix = std::string(program) + ": "](const CLI::App* a, const CLI::Error& e) {
+    return prefix + CLI::FailureMessage::simple(a, e);
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -245,7 +294,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, action_t& action, std::s
   try {
     return action();
   } catch (const redlease::error& e) {
-    std::cerr << program << ": " << e.what() << "\n";
+    std::cerr << program << ": " << cli_words(e.what()) << "\n";
     return exit_code_for(e.code());
   } catch (const std::exception& e) {
     std::cerr << program << ": " << e.what() << "\n";

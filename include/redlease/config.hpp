@@ -235,10 +235,15 @@ struct config {
   /// `redis-sentinel://[user:password@]s1[:port][,s2[:port]...][/db]?master=NAME` (port 26379 by
   /// default; fills `sentinel.nodes` and `sentinel.master_name`, which is required; the credentials
   /// are the data nodes') or `rediss-sentinel://...` (TLS to the Sentinels and the data nodes). User
-  /// and password are percent-decoded. Timing and TLS file fields keep their defaults.
-  /// @throws redlease::error with `errc::invalid_url`.
+  /// and password are percent-decoded. A user part without a colon, `redis://app@host`, is the ACL
+  /// user's name (Redis 6+), as redis-py and node-redis read it: set `password` yourself then;
+  /// `redis://:password@host` is a password alone. Timing and TLS file fields keep their defaults.
+  /// @throws redlease::error with `errc::invalid_url`, whose message quotes the URL without its user
+  /// and password and says what is wrong with it: `invalid Redis URL "redsi://h": unknown scheme
+  /// 'redsi' (the schemes are redis://, ...)`, "missing host", "no scheme", a bad port or database.
   static config from_url(std::string_view url);
-  /// As above; on failure sets `ec` and returns a default config.
+  /// As above; on failure sets `ec` and `last_error_text()` (what is wrong with the URL) and returns
+  /// a default config.
   static config from_url(std::string_view url, std::error_code& ec);
 
   /// The address as a URL without the password, for messages and logs (`rediss://` with TLS).

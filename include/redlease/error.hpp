@@ -160,6 +160,19 @@ class error : public std::system_error {
   error(std::error_code ec, const std::string& what) : std::system_error(ec, what) {}
   /// Wraps `ec` alone.
   explicit error(std::error_code ec) : std::system_error(ec) {}
+
+  /// The type of `whole_message`.
+  struct whole_message_t {
+    explicit whole_message_t() = default;
+  };
+  /// Selects the constructor whose `what` is the whole message.
+  static constexpr whole_message_t whole_message{};
+  /// Wraps `ec` with `what` as the whole message: `what()` is `what`, without `ec.message()`
+  /// appended, for a message that already says what the code says (a TLS failure's reason and
+  /// remedy, what is wrong with a URL).
+  error(std::error_code ec, const std::string& what, whole_message_t) : std::system_error(ec) {
+    static_cast<std::runtime_error&>(*this) = std::runtime_error(what);
+  }
 };
 
 /// The words behind the last error reported to this thread: the server's own reply text (`NOPERM
@@ -170,7 +183,8 @@ class error : public std::system_error {
 const std::string& last_error_text() noexcept;
 
 /// Throws `redlease::error(ec, what)` if `ec` is set, with `last_error_text()` appended to `what`.
-/// Used by the throwing overloads.
+/// Used by the throwing overloads. A TLS failure's text says what its code says, and more (the
+/// reason and what to set): the message then ends with the text, without the code's own words.
 void throw_if(const std::error_code& ec, const char* what);
 
 namespace detail {

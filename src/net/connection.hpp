@@ -62,6 +62,10 @@ struct node_address {
 /// "host:port" (IPv6 hosts in brackets), for messages.
 std::string to_string(const node_address& a);
 
+/// The server's words without the location Redis adds to an error raised inside a script (Redis 7:
+/// a trailing " script: <sha>, on @user_script:18."; Redis 6: a leading "ERR Error running script
+/// (call to f_<sha>): @user_script:18: "): the failing command's own words, for messages.
+std::string_view without_script_location(std::string_view text);
 /// Maps a server error reply's text to redlease's error code (WRONGTYPE, NOAUTH, BUSY, ...).
 std::error_code error_from_reply_text(std::string_view text);
 /// Whether an error reply to ROLE refuses it for good (NOPERM, an unknown or renamed command), not

@@ -18,6 +18,32 @@ std::string to_string(const node_address& a) {
   return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
 }
 
+std::string_view without_script_location(std::string_view t) {
+  // Redis 6: "ERR Error running script (call to f_<sha>): @user_script:18: WRONGTYPE Operation ...".
+  if (starts_with(t, "ERR Error running script (call to ")) {
+    constexpr std::string_view at_line = "): @user_script:";
+    if (auto at = t.find(at_line); at != std::string_view::npos) {
+      auto rest = t.substr(at + at_line.size());  // "18: WRONGTYPE ..."
+      auto digits = rest.find_first_not_of("0123456789");
+      if (digits != 0 && digits != std::string_view::npos && rest.substr(digits, 2) == ": ")
+        t = rest.substr(digits + 2);
+    }
+  }
+  // Redis 7: "<the command's words> script: <sha or function>, on @user_script:18."
+  auto at = t.rfind(" script: ");
+  if (at == std::string_view::npos) return t;
+  auto tail = t.substr(at + 9);
+  auto on = tail.find(", on @");
+  if (on == std::string_view::npos || tail.empty() || tail.back() != '.') return t;
+  auto where = tail.substr(on + 6, tail.size() - on - 7);  // "user_script:18"
+  auto colon = where.rfind(':');
+  if (colon == std::string_view::npos || colon + 1 == where.size() || tail.substr(0, on).find(' ') != std::string_view::npos)
+    return t;
+  for (char ch : where.substr(colon + 1))
+    if (ch < '0' || ch > '9') return t;
+  return t.substr(0, at);
+}
+
 std::error_code error_from_reply_text(std::string_view t) {
   auto has = [&](std::string_view p) { return t.find(p) != std::string_view::npos; };
   if (starts_with(t, "WRONGTYPE")) return errc::wrong_type;

@@ -51,7 +51,7 @@ tls_failure client_certificate_failure(const tls_options& o, const std::string& 
   if (o.cert_file.empty()) {
     return {errc::tls_client_certificate_required,
             "TLS: " + where + " requires a client certificate and none is configured (" + how +
-                "); set config::tls.cert_file and key_file / --cert and --key"};
+                "); set config::tls.cert_file and key_file"};
   }
   return {errc::tls_client_certificate_required,
           "TLS: " + where + " rejected the client certificate " + o.cert_file + " (" + how +
@@ -85,8 +85,8 @@ tls_failure verify_failure(long result, const tls_options& o, const std::string&
     case X509_V_ERR_CERT_SIGNATURE_FAILURE:
       return {errc::tls_untrusted_certificate,
               "TLS: the certificate of " + where + " is signed by an unknown CA: " + words + "; set " +
-                  (o.ca_file.empty() && o.ca_dir.empty() ? std::string("config::tls.ca_file / --cacert to its CA")
-                                                         : "config::tls.ca_file / --cacert to its CA (now: " +
+                  (o.ca_file.empty() && o.ca_dir.empty() ? std::string("config::tls.ca_file to its CA")
+                                                         : "config::tls.ca_file to its CA (now: " +
                                                                (o.ca_file.empty() ? o.ca_dir : o.ca_file) + ")")};
     case X509_V_ERR_CERT_HAS_EXPIRED:
     case X509_V_ERR_CERT_NOT_YET_VALID:
@@ -99,7 +99,7 @@ tls_failure verify_failure(long result, const tls_options& o, const std::string&
       return {errc::tls_name_mismatch,
               "TLS: the certificate of " + where + " does not name " +
                   (o.verify_name.empty() ? std::string("the host connected to") : "'" + o.verify_name + "'") + ": " +
-                  words + "; connect by a name the certificate lists, or set config::tls.verify_name / --sni to one"};
+                  words + "; connect by a name the certificate lists, or set config::tls.verify_name to one"};
     default:
       return {errc::tls_handshake_failed, "TLS: the certificate of " + where + " was rejected: " + words};
   }
@@ -139,7 +139,7 @@ std::unique_ptr<asio::ssl::context> make_tls_context(const tls_options& o, tls_f
     if ((ctx->use_private_key_file(key, asio::ssl::context::pem, ec), ec)) return bad("key_file", key);
     if (::SSL_CTX_check_private_key(ctx->native_handle()) != 1) {
       err = {errc::tls_bad_files,
-             "TLS: config::tls.key_file '" + key + "' does not match cert_file '" + o.cert_file + "'"};
+             "TLS: config::tls.key_file '" + key + "' does not match config::tls.cert_file '" + o.cert_file + "'"};
       return nullptr;
     }
   }
@@ -204,7 +204,7 @@ tls_failure classify_failure_after_handshake(std::error_code ec, const tls_optio
   if (o.cert_file.empty()) {
     return {errc::tls_client_certificate_required,
             seen + "; it asked for a client certificate and none is configured, so it most likely requires one "
-                   "(tls-auth-clients yes): set config::tls.cert_file and key_file / --cert and --key (" +
+                   "(tls-auth-clients yes): set config::tls.cert_file and key_file (" +
                 others + ")"};
   }
   return {errc::tls_client_certificate_required,

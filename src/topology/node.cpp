@@ -28,7 +28,7 @@ bool noscript(const reply& r) { return r.is_error() && r.str.compare(0, 8, "NOSC
 void complete(reply_handler& h, std::error_code ec, reply r) {
   if (!r.is_error()) return h(ec, std::move(r));
   if (!ec) ec = error_from_reply_text(r.str);
-  scoped_error_text scope(r.str);
+  scoped_error_text scope(std::string(without_script_location(r.str)));
   h(ec, std::move(r));
 }
 

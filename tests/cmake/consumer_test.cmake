@@ -2,7 +2,7 @@
 # Installs the built library into a scratch prefix and builds and runs tests/cmake/consumer against
 # it with find_package(redlease); the consumer sets no C++ standard (redlease's target brings C++20).
 # Script mode: -DBUILD=<build dir> -DSRC=<consumer dir> -DWORK=<dir> -DVERSION=<project version>
-# [-DCXX=<compiler>]
+# [-DCXX=<compiler>] [-DSHARED=<bool>: the build installs redlease_shared too]
 include(${CMAKE_CURRENT_LIST_DIR}/consumer_common.cmake)
 redlease_install_into_work()
 set(compiler)
@@ -19,3 +19,9 @@ if(rc)
   message(FATAL_ERROR "building the consumer failed: ${rc}")
 endif()
 redlease_run_consumer(${WORK}/build/consumer)
+# An installed static library comes with its shared twin, redlease::redlease_shared.
+if(EXISTS ${WORK}/build/consumer_shared)
+  redlease_run_consumer(${WORK}/build/consumer_shared)
+elseif(SHARED)
+  message(FATAL_ERROR "find_package(redlease) gave no redlease::redlease_shared")
+endif()

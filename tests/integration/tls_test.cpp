@@ -72,6 +72,9 @@ class tls_test : public ::testing::Test {
     EXPECT_EQ(ec, want) << ec.message() << ": " << text;
     EXPECT_LT(took, within_ms);
     for (const auto& w : words) EXPECT_NE(text.find(w), std::string::npos) << "'" << w << "' not in: " << text;
+    // The library's words name config fields, not the CLI's flags (the CLI translates them).
+    for (const char* flag : {"--cacert", "--sni", "--cert", "--key"})
+      EXPECT_EQ(text.find(flag), std::string::npos) << "'" << flag << "' in: " << text;
     // A second request while the client backs off fails the same way, without waiting for a timeout.
     t0 = steady::now();
     cl.ping(ec);
@@ -181,12 +184,12 @@ TEST_F(tls_test, SystemStoreDoesNotTrustTheTestCa) {
   auto s = start(certs_->server());
   config c = tls_config(s->tls_url());
   c.tls.ca_file.clear();
-  expect_failure(c, errc::tls_untrusted_certificate, {"--cacert"});
+  expect_failure(c, errc::tls_untrusted_certificate, {"set config::tls.ca_file to its CA"});
 }
 
 TEST_F(tls_test, NameMismatchAndVerifyName) {
   auto s = start(certs_->localhost_only());
-  expect_failure(tls_config(s->tls_url()), errc::tls_name_mismatch, {here(*s), "verify_name", "--sni"});
+  expect_failure(tls_config(s->tls_url()), errc::tls_name_mismatch, {here(*s), "config::tls.verify_name"});
   config c = tls_config(s->tls_url());
   c.tls.verify_name = "localhost";
   client cl{c};
@@ -237,7 +240,7 @@ TEST_F(tls_test, ExpiredCertificate) {
 
 TEST_F(tls_test, ClientCertificateRequired) {
   auto s = start(certs_->server(), /*auth_clients=*/true);
-  expect_failure(tls_config(s->tls_url()), errc::tls_client_certificate_required, {"--cert", here(*s)});
+  expect_failure(tls_config(s->tls_url()), errc::tls_client_certificate_required, {"config::tls.cert_file and key_file", here(*s)});
   config c = tls_config(s->tls_url());
   c.tls.cert_file = certs_->client().cert;
   c.tls.key_file = certs_->client().key;
@@ -265,7 +268,7 @@ TEST_F(tls_test, ACloseAfterTheHandshakeWithoutACertificateRequestIsNotBlamedOnT
   closes_after_handshake asking(certs_->server(), certs_->ca(), /*ask=*/true);
   expect_failure(tls_config("rediss://127.0.0.1:" + std::to_string(asking.port())),
                  errc::tls_client_certificate_required,
-                 {"asked for a client certificate and none is configured", "--cert", "maxclients"});
+                 {"asked for a client certificate and none is configured", "config::tls.cert_file", "maxclients"});
 }
 
 TEST_F(tls_test, BadFiles) {

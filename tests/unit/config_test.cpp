@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "redlease/client.hpp"
 #include "redlease/config.hpp"
@@ -108,12 +109,23 @@ TEST(ConfigFromUrl, PasswordOnly) {
   EXPECT_EQ(c.port, 7000);
 }
 
-TEST(ConfigFromUrl, BarePassword) {
-  config c = parse_ok("redis://s3cret@h");
-  EXPECT_TRUE(c.username.empty());
-  EXPECT_EQ(c.password, "s3cret");
+// A user part without a colon is the ACL user's name (Redis 6+), as redis-py and node-redis read
+// it; before, `app` became the password, and `redlease` with $REDLEASE_PASSWORD authenticated as
+// `default` with the environment's password instead of as `app`.
+TEST(ConfigFromUrl, AUserPartWithoutAColonIsTheUserName) {
+  config c = parse_ok("redis://app@h");
+  EXPECT_EQ(c.username, "app");
+  EXPECT_TRUE(c.password.empty());
   EXPECT_EQ(c.host, "h");
   EXPECT_EQ(c.port, 6379);
+  c = parse_ok("rediss://us%40er@h:7000/2");
+  EXPECT_EQ(c.username, "us@er");
+  EXPECT_TRUE(c.password.empty());
+  EXPECT_EQ(c.database, 2);
+  // A password alone needs its colon.
+  c = parse_ok("redis://:s3cret@h");
+  EXPECT_TRUE(c.username.empty());
+  EXPECT_EQ(c.password, "s3cret");
 }
 
 TEST(ConfigFromUrl, PercentDecoding) {
@@ -123,7 +135,7 @@ TEST(ConfigFromUrl, PercentDecoding) {
   EXPECT_EQ(c.host, "h");
   EXPECT_EQ(c.port, 1);
 
-  c = parse_ok("redis://%41%62%00z@h");
+  c = parse_ok("redis://:%41%62%00z@h");
   EXPECT_EQ(c.password, std::string("Ab\0z", 4));
 
   // A raw '@' in the password: userinfo is split at the last '@'.
@@ -278,7 +290,6 @@ TEST(ConfigRedactedUrl, NeverShowsThePassword) {
   const char* urls[] = {
       "redis://alice:topsecret@h:7000/2",
       "redis://:topsecret@h:7000",
-      "redis://topsecret@h",
       "redis://alice:topsecret@[::1]:7000/3",
       "redis://u:top%73ecret@h",
   };
@@ -333,6 +344,48 @@ TEST(ConfigUrl, AnInvalidUrlIsQuotedWithoutItsCredentials) {
       EXPECT_EQ(what.find("alice"), std::string::npos) << what;
       EXPECT_NE(what.find("***@db.example"), std::string::npos) << what;
     }
+  }
+}
+
+// What from_url says of a bad URL: what is wrong with it, in words, with the URL quoted (without its
+// credentials) and no C++ name. Before, all of them said `config::from_url("..."): invalid Redis URL`.
+TEST(ConfigUrl, AnInvalidUrlSaysWhatIsWrong) {
+  const std::string schemes =
+      "the schemes are redis://, rediss:// (TLS), redis-sentinel://, rediss-sentinel://, unix:// and redis+unix://";
+  const std::pair<const char*, std::string> cases[] = {
+      {"redsi://h:6379", "invalid Redis URL \"redsi://h:6379\": unknown scheme 'redsi' (" + schemes + ")"},
+      {"http://localhost:6379", "invalid Redis URL \"http://localhost:6379\": unknown scheme 'http' (" + schemes + ")"},
+      {"REDIS://h", "invalid Redis URL \"REDIS://h\": unknown scheme 'REDIS' (" + schemes + ", in lower case)"},
+      {"redis:/h", "invalid Redis URL \"redis:/h\": 'redis:' must be followed by '//'"},
+      {"/abc", "invalid Redis URL \"/abc\": no scheme (" + schemes + ")"},
+      {"localhost:6379", "invalid Redis URL \"localhost:6379\": no scheme: for a host and port write "
+                         "redis://localhost:6379"},
+      {"redis://", "invalid Redis URL \"redis://\": missing host"},
+      {"redis://:6379/2", "invalid Redis URL \"redis://:6379/2\": missing host"},
+      {"redis://u:p@", "invalid Redis URL \"redis://***@\": missing host"},
+      {"redis://h:0", "invalid Redis URL \"redis://h:0\": the port '0' is not a number from 1 to 65535"},
+      {"redis://h/x", "invalid Redis URL \"redis://h/x\": the database 'x' is not a number from 0"},
+      {"redis://h?ssl=true", "invalid Redis URL \"redis://h?ssl=true\": unknown query parameter 'ssl' (only db=N)"},
+      {"redis-sentinel://s1,s2", "invalid Redis URL \"redis-sentinel://s1,s2\": missing ?master=NAME (the "
+                                 "master's name the Sentinels know)"},
+      {"unix://r.sock", "invalid Redis URL \"unix://r.sock\": the socket path must be absolute "
+                        "(unix:///path/to/redis.sock)"},
+      {"redis://u:p%zz@h", "invalid Redis URL \"redis://***@h\": bad %-escape in the user or password"},
+  };
+  for (const auto& [url, want] : cases) {
+    SCOPED_TRACE(url);
+    try {
+      (void)config::from_url(url);
+      ADD_FAILURE() << "from_url did not throw";
+    } catch (const redlease::error& e) {
+      EXPECT_EQ(e.code(), make_error_code(errc::invalid_url));
+      EXPECT_EQ(std::string(e.what()), want);
+    }
+    // The error_code form says the same through last_error_text().
+    std::error_code ec;
+    (void)config::from_url(url, ec);
+    EXPECT_EQ(ec, make_error_code(errc::invalid_url));
+    EXPECT_EQ(last_error_text(), want.substr(want.find("\": ") + 3));
   }
 }
 

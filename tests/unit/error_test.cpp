@@ -6,6 +6,7 @@
 
 #include <set>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <type_traits>
 
@@ -98,6 +99,37 @@ TEST(ErrorException, ThrowIf) {
   }
 }
 
+// A TLS failure's words say what failed, why and what to set, in the library's terms: the message is
+// one sentence, not followed by the code's own words (which said it again, with the CLI's flag too:
+// "...; set config::tls.ca_file / --cacert to its CA: TLS: the server's certificate is signed by an
+// unknown CA; set config::tls.ca_file / --cacert").
+TEST(ErrorException, ATlsFailureIsSaidOnce) {
+  const std::string words =
+      "TLS: the certificate of 127.0.0.1:6380 is signed by an unknown CA: self-signed certificate in certificate "
+      "chain (X509 verify error 19); set config::tls.ca_file to its CA";
+  try {
+    detail::scoped_error_text text(words);
+    throw_if(errc::tls_untrusted_certificate, "client::ping redis://127.0.0.1:6380");
+    ADD_FAILURE() << "throw_if did not throw";
+  } catch (const error& e) {
+    EXPECT_EQ(e.code(), errc::tls_untrusted_certificate);
+    EXPECT_EQ(std::string(e.what()), "client::ping redis://127.0.0.1:6380: " + words);
+  }
+  for (auto code : {errc::tls_untrusted_certificate, errc::tls_name_mismatch, errc::tls_client_certificate_required,
+                    errc::tls_bad_files}) {
+    const std::string m = make_error_code(code).message();
+    EXPECT_EQ(m.find("--"), std::string::npos) << "a CLI flag in the library's words: " << m;
+  }
+  // Other codes keep their words after the server's.
+  try {
+    detail::scoped_error_text text("NOPERM this user has no permissions");
+    throw_if(errc::no_permission, "lock \"x\"");
+  } catch (const error& e) {
+    EXPECT_EQ(std::string(e.what()), "lock \"x\": NOPERM this user has no permissions: " +
+                                         make_error_code(errc::no_permission).message());
+  }
+}
+
 // ---- detail::error_from_reply_text ----------------------------------------------------------------
 
 using detail::error_from_reply_text;
@@ -177,6 +209,32 @@ TEST(ErrorFromReplyText, PrefixMustBeAtTheStart) {
   EXPECT_EQ(error_from_reply_text("ERR my key is called NOAUTH"), errc::server_error);
   EXPECT_EQ(error_from_reply_text("ERR something BUSY"), errc::server_error);
   EXPECT_EQ(error_from_reply_text("ERR LOADING"), errc::server_error);
+}
+
+// ---- detail::without_script_location --------------------------------------------------------------
+
+// What we show of an error raised inside a script is the failing command's words: Redis's location
+// of the error in our script (its SHA and line) means nothing to a user. The rest is kept as is.
+TEST(WithoutScriptLocation, StripsRedis7sSuffixAndRedis6sPrefix) {
+  using detail::without_script_location;
+  EXPECT_EQ(without_script_location("WRONGTYPE Operation against a key holding the wrong kind of value script: "
+                                    "83bfcc4b9e3d0a1f2c5b8e7d6a4f3c2b1a0e9d8c, on @user_script:18."),
+            "WRONGTYPE Operation against a key holding the wrong kind of value");
+  EXPECT_EQ(without_script_location("OOM command not allowed when used memory > 'maxmemory'. script: 6dd27e3, on "
+                                    "@user_script:1."),
+            "OOM command not allowed when used memory > 'maxmemory'.");
+  EXPECT_EQ(without_script_location("ERR Error running script (call to f_83bfcc4b9e3d0a1f): @user_script:18: "
+                                    "WRONGTYPE Operation against a key holding the wrong kind of value"),
+            "WRONGTYPE Operation against a key holding the wrong kind of value");
+  // A function's location, too.
+  EXPECT_EQ(without_script_location("ERR value is not an integer script: acquire, on @user_function:3."),
+            "ERR value is not an integer");
+  // Words that only look alike are kept.
+  for (std::string_view kept : {"WRONGTYPE Operation against a key holding the wrong kind of value",
+                                "ERR my script: broken, on purpose.", "ERR script: x, on @user_script:abc.",
+                                "ERR Error running script (call to f_1): @user_script:x: y", ""}) {
+    EXPECT_EQ(without_script_location(kept), kept);
+  }
 }
 
 }  // namespace
