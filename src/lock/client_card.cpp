@@ -33,8 +33,14 @@ std::string_view client_id_of_holder(std::string_view holder) noexcept {
   return colon == std::string_view::npos ? std::string_view() : holder.substr(0, colon);
 }
 
+namespace detail {
+
+ms card_keeper::ttl_floor{std::chrono::minutes(1)};
+
+}  // namespace detail
+
 std::chrono::milliseconds client_card_ttl(const config& cfg) noexcept {
-  return std::max<std::chrono::milliseconds>(std::chrono::minutes(1), 2 * cfg.watchdog_timeout);
+  return std::max<std::chrono::milliseconds>(detail::card_keeper::ttl_floor, 2 * cfg.watchdog_timeout);
 }
 
 namespace detail {

@@ -25,6 +25,8 @@ class lock_runtime;
 class card_keeper {
  public:
   explicit card_keeper(lock_runtime& c);
+  /// The shortest TTL of a card (client_card_ttl): a minute. Tests shorten it, before making a client.
+  static ms ttl_floor;
   /// An acquisition attempt or a watchdog renewal is about to go out: writes the card if it was
   /// never written, or was written half its TTL ago or more.
   void touch();

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "cli_process.hpp"
+#include "lock/client_card.hpp"
 #include "lock_test_support.hpp"
 
 namespace redlease::test {
@@ -37,6 +38,15 @@ class client_card_test : public lock_fixture {
     return out;
   }
   bool exists(const std::string& key) { return raw()({"EXISTS", key}).integer == 1; }
+  // The server learns the acquire, renew and release scripts, so that their NOSCRIPT rounds do not
+  // count in a test's commands.
+  void warm_scripts() {
+    client warm(cfg(300ms));
+    auto l = warm.lock("card:warm");
+    l.lock();
+    ASSERT_TRUE(eventually([&] { return warm.stats().renew_calls >= 1; }));
+    l.unlock();
+  }
   std::string path(const std::string& f) const { return dir_.path(f); }
   cli_process& start(const std::vector<std::string>& args) {
     int n = ++count_;
@@ -93,6 +103,57 @@ TEST_F(client_card_test, a_holders_card_names_its_host_pid_program_and_name_and_
   w.unlock();
   l.unlock();
   EXPECT_EQ(l.holder_id(), "");
+}
+
+// The card costs one call for the client, not one per lock nor one per watchdog tick while it is
+// fresh: every command a client holding 20 watchdog locks sends is an acquisition, a renewal call,
+// or that one card call.
+TEST_F(client_card_test, the_card_costs_one_call_not_one_per_lock_or_per_tick) {
+  warm_scripts();
+  client c(cfg(300ms));
+  c.ping();
+  const auto c0 = c.stats().commands;
+  std::vector<reentrant_lock> locks;
+  for (int i = 0; i < 20; ++i) {
+    locks.push_back(c.lock("card:many:" + std::to_string(i)));
+    locks.back().lock();
+  }
+  ASSERT_TRUE(eventually([&] { return c.stats().renew_calls >= 5; })) << "the watchdog did not tick";
+  for (auto& l : locks) l.unlock();
+  ASSERT_TRUE(eventually([&] { return c.stats().commands == c.stats().replies; }));
+  const auto s = c.stats();
+  EXPECT_EQ(s.commands - c0, 1 + 20 + s.renew_calls + 20) << "card + acquisitions + renewal calls + unlocks";
+}
+
+// While the watchdog renews, the card is written again each half TTL (one call every few ticks,
+// not one per tick), so it outlives many TTLs; once nothing is held it expires. The TTL is cut to
+// twice the 300 ms watchdog timeout here (a minute at least otherwise).
+TEST_F(client_card_test, the_watchdog_keeps_the_card_alive_and_without_locks_it_expires) {
+  struct floor_back {
+    std::chrono::milliseconds old = detail::card_keeper::ttl_floor;
+    ~floor_back() { detail::card_keeper::ttl_floor = old; }
+  } restore;
+  detail::card_keeper::ttl_floor = 0ms;
+  warm_scripts();
+  client c(cfg(300ms));
+  c.ping();
+  const auto c0 = c.stats().commands;
+  auto l = c.lock("card:alive");
+  l.lock();
+  ASSERT_EQ(client_card_ttl(c.get_config()), 600ms);
+  // 1.5 s of renewals: the first card, unrenewed, would have expired 0.9 s ago.
+  client_stats s;
+  ASSERT_TRUE(eventually([&] {
+    s = c.stats();
+    return s.renew_calls >= 15 && s.commands == s.replies;
+  }));
+  EXPECT_TRUE(exists(client_card_key(c.id()))) << "the card expired under a held lock";
+  const auto writes = s.commands - c0 - 1 - s.renew_calls;  // all but the acquisition and renewals
+  EXPECT_GE(writes, 3u) << "the card was not written again";
+  EXPECT_LE(writes, s.renew_calls / 2) << "the card was written at every tick";
+  l.unlock();
+  EXPECT_TRUE(eventually([&] { return !exists(client_card_key(c.id())); }, 3000ms))
+      << "the card outlived the client's last lock by more than its TTL";
 }
 
 TEST_F(client_card_test, the_card_is_deleted_at_close_or_left_to_expire_with_the_locks_still_held) {
