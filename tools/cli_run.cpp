@@ -589,10 +589,15 @@ class run_session {
       default:
         break;
     }
+    // The holder as `status` lists it, so that a line of `status` can be tied to this run.
+    const std::string holder = lock_->holder_id(owner_);
     rep_(reporter::verbose_only, "acquired")
         .str("kind", kind_name(o_))
+        .str("holder", holder)
+        .num("pid", ::getpid())
         .num("wait_ms", waited)
-        .say("acquired lock " + rep_.quoted() + " after " + std::to_string(waited) + " ms");
+        .say("acquired lock " + rep_.quoted() + " after " + std::to_string(waited) + " ms, holder " +
+             printable(holder, true) + " (pid " + std::to_string(::getpid()) + ")");
 
     if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
       // Lost before the command even started (a very short --lease): do not run it.

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "client_cards.hpp"
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
 
@@ -50,6 +51,12 @@ struct lock_status {
   std::vector<std::string> queue;  // a fair lock's waiters, head first: at most list_cap
   long long queue_length = 0;      // all of them
   std::string problem;             // a key of the kind holding another type: what and where
+  std::map<std::string, card_view> cards;  // the holders' clients' cards, by client id
+  waiting_writers writers;                 // a read-write lock's, from the cards
+  const card_view* card_of(const holder& h) const {
+    auto it = cards.find(std::string(client_id_of_holder(h.owner)));
+    return it == cards.end() ? nullptr : &it->second;
+  }
   long long waiters() const {
     long long n = queue_length;  // a fair lock's waiters listen on channels of their own
     for (auto& c : channels) n += c.subscribers;
@@ -158,6 +165,11 @@ lock_status inspect(client& c, const std::string& name) {
   auto r = lock_command(c, name, cmd);
   for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < s.channels.size(); i += 2)
     s.channels[i / 2].subscribers = r.elements[i + 1].integer;
+  // Who the holders are, and (the read-write lock records no waiters) who waits to write.
+  std::vector<std::string> ids;
+  for (const auto& h : s.holders) ids.emplace_back(client_id_of_holder(h.owner));
+  s.cards = read_cards(c, ids);
+  if (s.kind == "read-write") s.writers = find_waiting_writers(c, name);
   return s;
 }
 
@@ -178,9 +190,19 @@ std::string to_json(const lock_status& s) {
       auto [p, ec] = std::from_chars(h.count.data(), h.count.data() + h.count.size(), n);
       bool numeric = ec == std::errc{} && p == h.count.data() + h.count.size();
       out += (i ? ",{\"owner\":" : "{\"owner\":") + json_string(h.owner) +
-             ",\"count\":" + (numeric ? std::to_string(n) : json_string(h.count)) + "}";
+             ",\"count\":" + (numeric ? std::to_string(n) : json_string(h.count)) + ",\"client\":" +
+             card_json(s.card_of(h)) + "}";
     }
     out += "],\"holder_count\":" + std::to_string(s.holder_count);
+    if (s.kind == "read-write") {
+      out += ",\"waiting_writers\":[";
+      for (std::size_t i = 0; i < s.writers.found.size(); ++i) {
+        const auto& w = s.writers.found[i];
+        out += (i ? ",{\"client_id\":" : "{\"client_id\":") + json_string(w.client) +
+               ",\"since_ms\":" + std::to_string(w.since_ms) + ",\"client\":" + card_json(&w.card) + "}";
+      }
+      out += std::string("],\"waiting_writers_complete\":") + (s.writers.complete ? "true" : "false");
+    }
   } else if (s.kind == "mutex") {
     out += ",\"token\":" + json_string(s.holders.front().owner);
   }
@@ -214,7 +236,7 @@ std::string holders_text(const lock_status& s) {
   for (const auto& h : s.holders) {
     out += first ? "" : ", ";
     first = false;
-    out += printable(h.owner, true) + " x" + printable(h.count, true);
+    out += printable(h.owner, true) + " x" + printable(h.count, true) + " " + card_text(s.card_of(h));
   }
   auto more = [](long long all, std::size_t shown) {
     return all > static_cast<long long>(shown) ? ", ... (" + std::to_string(all) + " in all)" : std::string();
@@ -224,6 +246,12 @@ std::string holders_text(const lock_status& s) {
     out += out.empty() ? "queue: " : "; queue: ";
     for (std::size_t i = 0; i < s.queue.size(); ++i) out += (i ? ", " : "") + printable(s.queue[i], true);
     out += more(s.queue_length, s.queue.size());
+  }
+  if (!s.writers.found.empty()) {
+    out += out.empty() ? "" : "; ";
+    out += s.writers.complete ? "waiting writers: " : "waiting writers (at least): ";
+    for (std::size_t i = 0; i < s.writers.found.size(); ++i)
+      out += (i ? ", " : "") + printable(s.writers.found[i].client, true) + " " + card_text(&s.writers.found[i].card);
   }
   if (!s.problem.empty()) out += (out.empty() ? "" : "; ") + s.problem;
   return out.empty() ? "-" : out;

@@ -147,6 +147,12 @@ struct config {
   int database = 0;
   /// Name set with CLIENT SETNAME on every connection (visible in CLIENT LIST); empty: none.
   std::string client_name = "redlease";
+  /// Keep a description of this client in Redis, its *card* (`redlease/client_card.hpp`): host,
+  /// pid, program, `client_name` and the write locks it waits for, in the hash
+  /// `redlease:client:{<client id>}`, expiring, so that `redlease status` can say who a holder is.
+  /// It costs one script call before the client's first acquisition and about one per half TTL
+  /// while it holds or waits (none per lock). False: no card (its holders show as undescribed).
+  bool client_card = true;
 
   /// Bound on one connection attempt (resolve + connect + TLS handshake + Redis handshake).
   std::chrono::milliseconds connect_timeout{2000};

@@ -260,12 +260,19 @@ class lock_handle {
   /// The fencing token of the calling thread's hold: that of its latest fenced acquisition (a
   /// fenced re-entry takes a new one); 0 if it holds nothing or took no token. No I/O.
   std::uint64_t token() const;
+  /// The calling thread's hold as `redlease status` lists its holder: the hash field
+  /// `<client id>:<owner>` (`<client id>:<owner>:write` for the write lock), or the mutex's token;
+  /// empty if it holds nothing. With `client_card_key(client id)` it ties a holder to its host and
+  /// process. No I/O.
+  std::string holder_id() const;
 
   // ---- explicit-owner variants of the local view ------------------------------------------------
   // For the async calls' owners (`client::new_owner()`): no I/O, any thread (the thread rule above).
 
   /// As `token()`, for `owner`'s hold.
   std::uint64_t token(owner_id owner) const;
+  /// As `holder_id()`, for `owner`'s hold.
+  std::string holder_id(owner_id owner) const;
   /// As `valid()`: true while `owner` holds the lock and it has not been found lost.
   bool valid(owner_id owner) const;
   /// As `valid_until()`, for `owner`'s hold: `time_point::min()` if it holds nothing.

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "redlease/client.hpp"
+#include "redlease/client_card.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 #include "redlease/layout.hpp"

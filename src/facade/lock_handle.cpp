@@ -383,6 +383,10 @@ std::stop_token lock_handle::lost_token(owner_id owner) const {
   return view_of(*client_, name_, kind_, owner, true).token;
 }
 std::stop_token lock_handle::lost_token() const { return lost_token(this_thread_owner()); }
+std::string lock_handle::holder_id(owner_id owner) const {
+  return client_->closed() ? std::string() : client_->locks().holder(name_, owner, kind_);
+}
+std::string lock_handle::holder_id() const { return holder_id(this_thread_owner()); }
 
 void lock_handle::on_lost(lost_handler cb) { state_->cb.set(std::move(cb)); }
 

@@ -28,7 +28,8 @@ lock_service::lock_service(lock_runtime& c)
       schedule_(std::max<clock::duration>(c.cfg().watchdog_timeout / 12, std::chrono::milliseconds(1))),
       wd_timer_(c.executor()),
       interval_(std::max<ms>(c.cfg().watchdog_timeout / 3, ms(1))),
-      linger_timer_(c.executor()) {}
+      linger_timer_(c.executor()),
+      card_(c) {}
 
 lock_service::~lock_service() = default;
 
@@ -84,6 +85,11 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
   return v;
 }
 
+std::string lock_service::holder(std::string_view name, owner_id owner, lock_kind kind) {
+  std::lock_guard<std::mutex> g(view_mu_);
+  auto* h = find(name, owner, kind);
+  return h ? holder_id(kind, field_of(owner), h->token) : std::string();
+}
 
 void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                                const std::string& id, std::uint64_t fence, clock::time_point sent,
@@ -215,7 +221,14 @@ void lock_service::close() {
   after_release_.clear();
   for (auto& [h, fs] : parked)
     for (auto& f : fs) f();  // client_closed
-  for (auto& h : holds_) schedule_.remove(h.get());
+  // The card outlives the close as long as the holds it describes are valid.
+  const auto now = clock::now();
+  auto keep = now;
+  for (auto& h : holds_) {
+    schedule_.remove(h.get());
+    if (!h->lost) keep = std::max(keep, h->valid_until);
+  }
+  card_.close(std::chrono::ceil<ms>(keep - now));
   auto pending = std::move(keyspace_waiting_);
   keyspace_waiting_.clear();
 }

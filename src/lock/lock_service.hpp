@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "callback_slot.hpp"
+#include "lock/client_card.hpp"
 #include "base/command.hpp"
 #include "base/handlers.hpp"
 #include "base/script.hpp"
@@ -82,6 +83,9 @@ class lock_service {
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
   local_view view(std::string_view name, owner_id owner, lock_kind kind, bool want_token);
+  /// The hold as `redlease status` shows its holder (see holder_id); empty if `owner` holds none.
+  /// Any thread, as view().
+  std::string holder(std::string_view name, owner_id owner, lock_kind kind);
 
   /// How long a lost hold that its owner never unlocks is kept (so that its next unlock or
   /// acquisition can say lock_lost): five minutes. Tests shorten it, before making a client.
@@ -227,6 +231,7 @@ class lock_service {
   std::unordered_set<std::shared_ptr<asio::steady_timer>> timers_;
   int first_attempts_out_ = 0;  // acquisitions whose first attempt is on the wire (not yet waiters)
   int undos_out_ = 0;           // undo rounds not answered yet
+  card_keeper card_;      // the client's card (client_card.hpp)
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

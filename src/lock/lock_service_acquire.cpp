@@ -14,6 +14,7 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   a.buf.reserve(w->name.size() + w->id.size() + 96);
   proto.encode_acquire(a, acquire_request{w->name, scratch_field(w->owner), w->id, lease, w->fenced, w->allowance,
                                           w->queue, w->amount});
+  card_.touch();  // ahead of the attempt, on its connection: a grant is never seen without it
   auto sent = clock::now();
   // The waiter outlives its attempt (it is not retried before this reply): what an undo needs is
   // read from it, not copied per attempt.

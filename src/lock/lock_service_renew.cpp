@@ -39,7 +39,10 @@ void lock_service::on_watchdog_timer() {
   expired.reserve(due.expired.size());
   for (auto* e : due.expired) expired.push_back(static_cast<hold*>(e)->shared_from_this());
   for (auto& h : expired) mark_lost(*h, lost_reason::expired);
-  if (!batch.empty()) send_renewals(std::move(batch), {});
+  if (!batch.empty()) {
+    card_.touch();  // one call per half TTL at most, whatever the number of holds
+    send_renewals(std::move(batch), {});
+  }
   arm_watchdog();
 }
 
@@ -170,6 +173,7 @@ void lock_service::on_failover(const std::string& what) {
   if (closed_) return;
   failover_ = what;
   failover_at_ = clock::now();
+  card_.forget();  // the new master may not have it
   renew_context renew{what, false};
   renew_context verify{what, true};
   std::vector<std::shared_ptr<hold>> renewable, fixed;

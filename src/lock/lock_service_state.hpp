@@ -173,6 +173,7 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   bool cancelled = false;  // cancelled while an attempt was on the wire: ends when it answers
   bool poll_capped = false;
   bool behind = false;  // the last reply: queued behind another waiter (see acquire_result::behind)
+  bool on_card = false; // the client's card records this wait (card_keeper::wait_started)
   wait_strategy how;
   ms next_delay{0};
   unsigned retries = 0;

@@ -33,6 +33,7 @@ ms lock_service::poll_interval(const waiter& w) const {
 
 void lock_service::start_waiter(std::shared_ptr<waiter> w, std::optional<long long> pttl) {
   waiters_.insert(w);
+  w->on_card = card_.wait_started(w->name, w->kind);
   const auto& proto = protocol_of(w->kind);
   std::string channel = proto.waiter_channel(w->name, scratch_field(w->owner));
   if (proto.poll_capped()) w->poll_capped = true;
@@ -344,6 +345,7 @@ void lock_service::give_up(const waiter& w) {
 void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_code ec, bool acquired) {
   if (w->finished) return;
   w->finished = true;
+  if (w->on_card) card_.wait_ended(w->name);
   if (!acquired && (w->woken || w->again) && !closed_) {
     // An unlock message woke this waiter alone, and it gives up (an error, its deadline, a
     // cancellation) without the lock: the next waiter gets the wake-up, or it would sleep on a free

@@ -52,4 +52,19 @@ class cli_process {
 /// The whole content of the file at `path` ("" if it cannot be read).
 std::string read_whole_file(const std::string& path);
 
+/// A fresh directory `/tmp/<prefix>-XXXXXX` (a test failure if it cannot be made), removed with
+/// its content at destruction. Not thread-safe.
+class scratch_dir {
+ public:
+  explicit scratch_dir(const std::string& prefix);
+  ~scratch_dir();
+  scratch_dir(const scratch_dir&) = delete;
+  scratch_dir& operator=(const scratch_dir&) = delete;
+  /// The path of `file` in it.
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+
+ private:
+  std::string dir_;
+};
+
 }  // namespace redlease::test

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "lock/lock_service.hpp"
+#include "redlease/client_card.hpp"
 #include "runtime/lock_runtime.hpp"
 
 namespace redlease::detail {
@@ -78,7 +79,11 @@ class fake_topology final : public topology {
 
 class fake_runtime final : public lock_runtime, public std::enable_shared_from_this<fake_runtime> {
  public:
-  fake_runtime() : ex_(ctx.get_executor()), topo_(ex_) { cfg_.watchdog_timeout = std::chrono::seconds(30); }
+  // Without the client's card unless asked: the tests below count the lock's own requests.
+  explicit fake_runtime(bool card = false) : ex_(ctx.get_executor()), topo_(ex_) {
+    cfg_.watchdog_timeout = std::chrono::seconds(30);
+    cfg_.client_card = card;
+  }
   const config& cfg() const noexcept override { return cfg_; }
   const std::string& uuid() const noexcept override { return uuid_; }
   const asio::any_io_executor& executor() const noexcept override { return ex_; }
@@ -172,6 +177,32 @@ TEST_F(engine, a_renewal_goes_to_the_topology_by_its_first_key) {
   EXPECT_EQ(renew.script, "renew");
   EXPECT_TRUE(renew.key == "{batch}:1" || renew.key == "{batch}:2") << renew.key;
   EXPECT_TRUE(svc->view("{batch}:1", 1, lock_kind::reentrant, false).valid);
+}
+
+// The client's card is a keyed request of its own key, sent as EVAL right before the first
+// attempt (so that no NOSCRIPT round puts it behind the grant), and not again for the next lock.
+TEST(engine_card, the_card_goes_by_its_own_key_ahead_of_the_first_attempt_only) {
+  auto rt = std::make_shared<fake_runtime>(true);
+  auto svc = std::make_unique<lock_service>(*rt);
+  for (const char* name : {"orders:1", "orders:2"}) {
+    std::optional<std::error_code> got;
+    svc->acquire(name, lock_kind::reentrant, 1, ms(0), std::nullopt, nullptr, wait_strategy{},
+                 [&](std::error_code ec, bool) { got = ec; });
+    rt->ctx.poll();
+    ASSERT_TRUE(got.has_value());
+  }
+  const auto& log = rt->fake().log;
+  ASSERT_EQ(log.size(), 3u) << "one card, two attempts";
+  EXPECT_EQ(log[0].script, "client_card");
+  EXPECT_EQ(log[0].key, client_card_key("00000000-test"));
+  EXPECT_TRUE(log[0].always_eval);
+  EXPECT_EQ(log[1].script, "acquire");
+  EXPECT_EQ(log[2].script, "acquire");
+  svc->close();  // holds still valid: the card is left to expire with them (a PEXPIRE)
+  rt->ctx.poll();
+  ASSERT_EQ(log.size(), 4u);
+  EXPECT_EQ(log[3].key, client_card_key("00000000-test"));
+  EXPECT_EQ(log[3].what, keyed_request::kind::command);
 }
 
 }  // namespace
