@@ -33,7 +33,7 @@ TEST(tls_classify_test, an_alert_for_a_missing_certificate_says_to_configure_one
   auto f = classify_failure_after_handshake(alert(SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED), {}, "h:1", true);
   EXPECT_EQ(f.code, errc::tls_client_certificate_required);
   EXPECT_NE(f.text.find("none is configured"), std::string::npos) << f.text;
-  EXPECT_NE(f.text.find("--cert"), std::string::npos) << f.text;
+  EXPECT_NE(f.text.find("config::tls.cert_file"), std::string::npos) << f.text;  // the CLI says --cert
 }
 
 TEST(tls_classify_test, an_alert_for_an_untrusted_certificate_names_the_file) {
@@ -55,7 +55,7 @@ TEST(tls_classify_test, a_close_before_any_reply_after_a_certificate_request_is_
     auto none = classify_failure_after_handshake(ec, {}, "h:1", true);
     EXPECT_EQ(none.code, errc::tls_client_certificate_required) << ec.message();
     EXPECT_NE(none.text.find("none is configured"), std::string::npos) << none.text;
-    EXPECT_NE(none.text.find("--cert"), std::string::npos) << none.text;
+    EXPECT_NE(none.text.find("config::tls.cert_file"), std::string::npos) << none.text;
     auto set = classify_failure_after_handshake(ec, with_certificate(), "h:1", true);
     EXPECT_EQ(set.code, errc::tls_client_certificate_required) << ec.message();
     EXPECT_NE(set.text.find("rejected the client certificate /etc/client.crt"), std::string::npos) << set.text;
