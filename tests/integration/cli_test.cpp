@@ -25,6 +25,7 @@
 #include "cli_process.hpp"
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
+#include "loopback_socket.hpp"
 #include "test_certs.hpp"
 
 namespace redlease::test {
@@ -363,15 +364,8 @@ TEST_F(cli_test, cli_md_documents_every_run_option) {
 
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::string dead = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  loopback_socket refusing(false);
+  std::string dead = "redis://127.0.0.1:" + std::to_string(refusing.port());
   auto t0 = steady::now();
   auto r = run({"run", "x", "--redis", dead, "--", "touch", path("ran")});
   EXPECT_EQ(r.status, 69) << r.err;
@@ -382,7 +376,18 @@ TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // The default URL comes from REDLEASE_URL.
   EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + dead}).status, 69);
   EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + url()}).status, 0);
-  ::close(fd);
+}
+
+TEST_F(cli_test, unreachable_redis_says_why_with_the_address) {
+  loopback_socket refusing(false);
+  const std::string at = "127.0.0.1:" + std::to_string(refusing.port());
+  auto refused = run({"run", "x", "--redis", "redis://:s3cret@" + at, "--", "true"});
+  EXPECT_EQ(refused.status, 69) << refused.err;
+  EXPECT_NE(refused.err.find(at + ": connection refused"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("s3cret"), std::string::npos) << refused.err;
+  auto unknown = run({"run", "x", "--redis", "redis://nonexistent.invalid:6379", "--", "true"});
+  EXPECT_EQ(unknown.status, 69) << unknown.err;
+  EXPECT_NE(unknown.err.find("nonexistent.invalid:6379: name not found"), std::string::npos) << unknown.err;
 }
 
 // ---- mutual exclusion -------------------------------------------------------------------------
