@@ -266,6 +266,34 @@ std::string fmt_bytes(long long b) {
 
 // ---- connection failures ----------------------------------------------------------------------
 
+// What to change for a TLS failure, with the CLI's flags (docs/cli.md, "Connecting"); empty for a
+// code that is not TLS's.
+std::string tls_advice(std::error_code code) {
+  if (code == errc::tls_untrusted_certificate)
+    return "the server's certificate is signed by a CA this machine does not trust: pass that CA with --cacert FILE "
+           "(or $REDLEASE_CACERT); --insecure skips the verification (tests only)";
+  if (code == errc::tls_name_mismatch)
+    return "the certificate does not name the host connected to: connect with a name it holds (the URL's host, or "
+           "--sni NAME), or give the server a certificate for this host; --insecure skips the check (tests only)";
+  if (code == errc::tls_certificate_expired)
+    return "the server's certificate has expired or is not valid yet: renew it (tls-cert-file), or check the clocks "
+           "of this machine and the server";
+  if (code == errc::tls_client_certificate_required)
+    return "the server wants a client certificate (tls-auth-clients yes): pass --cert FILE --key FILE, signed by a "
+           "CA the server trusts (tls-ca-cert-file)";
+  if (code == errc::tls_expected_by_server) return "the port speaks TLS: use rediss:// (or --tls)";
+  if (code == errc::tls_not_offered_by_server)
+    return "the port does not speak TLS: use redis://, or the server's tls-port";
+  if (code == errc::tls_bad_files)
+    return "check --cacert, --cert and --key: each must be a readable PEM file, and the key must match the "
+           "certificate";
+  if (code == errc::tls_not_supported) return "TLS is not supported on a unix socket: connect over TCP (rediss://)";
+  if (code == errc::tls_handshake_failed)
+    return "the TLS handshake failed (no common version or cipher, or an alert): compare the server's tls-protocols "
+           "and tls-ciphers with this client's OpenSSL";
+  return {};
+}
+
 // ---- the checks -------------------------------------------------------------------------------
 
 // 1. Connectivity and authentication; false if the server cannot be used at all.
@@ -308,6 +336,8 @@ bool check_connectivity(client& c, context& cx, report& r) {
     } else if (code == errc::auth_failed) {
       advice = "check the password ($REDLEASE_PASSWORD, or the URL) and the user (redis://USER:PASSWORD@host); the "
                "user must be `on` (ACL LIST)";
+    } else if (auto tls = tls_advice(code); !tls.empty()) {
+      advice = std::move(tls);
     } else if (code == errc::protocol_error) {
       advice = "the port does not belong to a Redis server: check the host and port";
     } else if (code == errc::connect_failed || code == errc::connect_timeout || code == errc::connection_lost) {
@@ -1010,7 +1040,30 @@ void check_eviction(client& c, context& cx, report& r) {
   }
 }
 
-void check_memory(context& cx, report& r) {
+// A grant on the sample name (5 s lease, no wait), released at once: what the memory figures
+// predict at the limit, tried. Empty when granted (or held by someone else: not refused), else the
+// refusal's code and words.
+struct trial_grant {
+  std::error_code code;
+  std::string words;
+};
+
+trial_grant try_a_grant(client& c, const context& cx) {
+  trial_grant t;
+  auto l = c.lock(cx.sample);
+  bool held = l.try_lock(0ms, 5s, t.code);
+  if (t.code) {
+    t.words = last_error_text().empty() ? t.code.message() : last_error_text();
+    return t;
+  }
+  if (held) {
+    std::error_code ignored;
+    l.unlock(ignored);
+  }
+  return t;
+}
+
+void check_memory(client& c, context& cx, report& r) {
   if (!cx.info) {
     r.warn("memory", "cannot read INFO memory: " + cx.info_error, info_advice);
     return;
@@ -1032,14 +1085,28 @@ void check_memory(context& cx, report& r) {
   // At the limit (noeviction) the server refuses writes that need memory: acquisitions, not releases
   // (the last release deletes without writing first; on Redis 7 the release script is allow-oom).
   bool v7 = cx.version && (*cx.version)[0] >= 7;
-  if (share > 0.9)
+  if (share > 0.9) {
+    // The figures alone do not decide: an eviction policy may make room, a server past the limit
+    // with noeviction refuses every grant. The doctor's verdict is what a grant gets.
+    trial_grant t = try_a_grant(c, cx);
+    if (t.code == errc::server_oom) {
+      r.fail("memory",
+             detail + ": a grant of " + cx.sample + " is refused: " + t.words +
+                 " (every acquisition is, until memory is freed)",
+             "the server is out of memory with nothing to evict: raise maxmemory (CONFIG SET maxmemory <bytes>, and "
+             "in redis.conf) or free memory; an eviction policy would make room too, but it can evict held locks "
+             "(see the eviction line); releases still work");
+      return;
+    }
+    if (t.code) detail += " (a trial grant of " + cx.sample + " could not tell: " + t.words + ")";
     r.warn("memory", detail + ": near the limit",
            std::string("raise maxmemory or free memory: at the limit (noeviction) new acquisitions are refused with "
                        "OOM (retried within their wait, then errc::server_oom); releases still work") +
                (v7 ? "" : ", except one that only decrements a re-entered hold (Redis 6 has no allow-oom scripts: "
                           "that lock stays held until its lease ends)"));
-  else
+  } else {
     r.ok("memory", detail);
+  }
 }
 
 // ---- 4. persistence and replicas --------------------------------------------------------------
@@ -1291,7 +1358,7 @@ int doctor(const doctor_options& o) {
   check_topology(cx, r);
   check_permissions(c, cx, r);
   check_eviction(c, cx, r);
-  check_memory(cx, r);
+  check_memory(c, cx, r);
   check_persistence(c, cx, r);
   check_commands(c, r);
   check_clock(c, r);
