@@ -723,6 +723,47 @@ TEST_F(cli_test, no_fencing_token_notice_is_a_json_event_and_quiet_hides_it) {
   raw()({"ACL", "DELUSER", "notoken"});
 }
 
+// A lock whose own key the ACL user may not touch: one message, naming the patterns the lock needs
+// (its key, latch, token key and channel), not first a warning about the token key.
+TEST_F(cli_test, a_name_outside_the_users_key_patterns_is_one_message_with_the_patterns_it_needs) {
+  ASSERT_TRUE(raw()({"ACL", "SETUSER", "boxed", "on", ">pw", "~locks:*", "~redisson_unlock_latch:{locks:*",
+                     "~redisson_lock_token:{locks:*", "&*", "+@all"})
+                  .is_ok());
+  const std::string u = "redis://boxed:pw@127.0.0.1:" + std::to_string(server().port());
+  auto r = run({"run", "other:job", "--redis", u, "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 78) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_EQ(r.err.find("no fencing token"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("redlease: lock \"other:job\": the name is outside the key patterns of ACL user boxed (NOPERM", 0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("this lock needs ~other:job ~redisson_unlock_latch:{other:job}:* "
+                       "~redisson_lock_token:{other:job} &redisson_lock__channel:{other:job}"),
+            std::string::npos)
+      << r.err;
+  // Inside its patterns the same user takes the lock, with a token.
+  auto ok = run({"run", "locks:job", "--redis", u, "--", "sh", "-c", "test -n \"$REDLEASE_FENCING_TOKEN\""});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  raw()({"ACL", "DELUSER", "boxed"});
+}
+
+// Out of memory: the server's state is the cause, said once, not the fencing token key.
+TEST_F(cli_test, an_oom_refusal_names_the_servers_memory_not_the_token_key) {
+  raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  raw()({"CONFIG", "SET", "maxmemory", "1"});
+  auto r = run({"run", "--wait", "0", "oomjob", "--redis", url(), "--", "touch", path("ran")});
+  raw()({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.find("fencing token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lock \"oomjob\": OOM command not allowed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("out of memory: maxmemory reached with nothing to evict"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("oomjob"));
+}
+
 TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {
   client c{cfg()};
   auto r = c.read_lock("cli:rw");
