@@ -514,8 +514,9 @@ class run_session {
       start_plain_acquisition();
     };
     auto slot = cancel_.slot();
-    if (lease_) lock_->async_try_lock(owner_, std::chrono::milliseconds(0), *lease_, asio::bind_cancellation_slot(slot, first));
-    else lock_->async_try_lock(owner_, std::chrono::milliseconds(0), asio::bind_cancellation_slot(slot, first));
+    const std::chrono::milliseconds no_wait{0};
+    if (lease_) lock_->async_try_lock(owner_, no_wait, *lease_, asio::bind_cancellation_slot(slot, first));
+    else lock_->async_try_lock(owner_, no_wait, asio::bind_cancellation_slot(slot, first));
   }
 
   void start_plain_acquisition() {

@@ -145,9 +145,10 @@ void connection::connect_to(const node_address& a, std::uint64_t gen) {
       [this, self = shared_from_this(), gen, resolver](std::error_code ec,
                                                        asio::ip::tcp::resolver::results_type results) {
         if (gen != gen_ || state_ != state::resolving) return;
-        if (ec || results.empty())
-          return attempt_failed(errc::connect_failed,
-                                where() + ": " + (ec ? connect_reason(ec) : std::string("name not found (no address)")));
+        if (ec || results.empty()) {
+          const std::string why = ec ? connect_reason(ec) : std::string("name not found (no address)");
+          return attempt_failed(errc::connect_failed, where() + ": " + why);
+        }
         state_ = state::connecting;
         auto eps = std::make_shared<std::vector<asio::ip::tcp::endpoint>>();
         for (auto& r : results) eps->push_back(r.endpoint());
