@@ -39,7 +39,9 @@ class category final : public std::error_category {
       case errc::bad_reply: return "the Redis server's reply is not what the operation expects";
       case errc::no_permission: return "the Redis ACL user lacks a permission redlease needs (see docs/deployment.md)";
       case errc::unknown_command: return "the Redis server does not know a command redlease needs (renamed or disabled)";
-      case errc::server_oom: return "the Redis server is out of memory (maxmemory reached)";
+      case errc::server_oom:
+        return "the Redis server is out of memory: maxmemory reached with nothing to evict (maxmemory-policy "
+               "noeviction, or no key its policy may evict)";
       case errc::no_replicas: return "the Redis server has fewer replicas than min-replicas-to-write";
       case errc::server_full: return "the Redis server refused the connection: maxclients reached";
       case errc::server_loading: return "the Redis server is loading its dataset";

@@ -77,6 +77,20 @@ std::string wrong_types(client& c, lock_kind kind, std::string_view name, std::s
   return out;
 }
 
+// A lock refused because its own key is outside the ACL user's key patterns (the server's NOPERM
+// names no key): the patterns that lock needs, from the kind's layout. Empty for another refusal
+// (a command the user may not run), whose words say it.
+std::string outside_key_patterns(lock_kind kind, const std::string& name, const std::string& user,
+                                 std::string_view said) {
+  if (said.find("key") == std::string_view::npos) return {};
+  const auto layout = describe(kind, name);
+  std::string needs;
+  for (const auto& k : layout.acl_keys) needs += (needs.empty() ? "~" : " ~") + k;
+  for (const auto& ch : layout.acl_channels) needs += " &" + ch;
+  return "the name is outside the key patterns of ACL user " + user + " (" + std::string(said) +
+         "); this lock needs " + needs;
+}
+
 lock_kind kind_of(const run_options& o) {
   return o.mutex ? lock_kind::mutex
          : o.fair ? lock_kind::fair
@@ -470,14 +484,8 @@ class run_session {
   // the lock held until its lease ends.
   void start_acquisition() {
     auto done = [this](std::error_code ec, std::uint64_t token) {
-      if (ec == errc::no_permission) {
-        const std::string why = last_error_text().empty() ? ec.message() : last_error_text();
-        rep_(reporter::notice, "no_fencing_token")
-            .str("message", why)
-            .say("no fencing token for lock " + rep_.quoted() + ": " + why +
-                 " (allow the token key in the ACL: docs/deployment.md); taking the lock without one");
-        return start_plain_acquisition();
-      }
+      if (ec == errc::no_permission)
+        return try_without_token(last_error_text().empty() ? ec.message() : last_error_text());
       finish(*state_, ec, !ec && token != 0, token);
     };
     auto slot = cancel_.slot();
@@ -491,9 +499,27 @@ class run_session {
     }
   }
 
-  // An ACL that predates fencing may not allow the token key: then the lock is taken without a
-  // token (said once, as a `no_fencing_token` notice: a JSON event with --json, nothing with -q),
-  // as before, rather than not at all.
+  // A fenced grant refused (NOPERM): by the token key or TIME, which an ACL that predates fencing
+  // may not allow, or by the lock's own key. One attempt without a token tells them apart: refused
+  // too, the lock itself is out of bounds and that is the one message (the failure's); else the
+  // lock is taken without a token (said once, as a `no_fencing_token` notice: a JSON event with
+  // --json, nothing with -q), as before, rather than not at all.
+  void try_without_token(std::string why) {
+    auto first = [this, why = std::move(why)](std::error_code ec, bool got) {
+      if (ec == errc::no_permission || ec == std::errc::operation_canceled) return finish(*state_, ec, got, 0);
+      rep_(reporter::notice, "no_fencing_token")
+          .str("message", why)
+          .say("no fencing token for lock " + rep_.quoted() + ": " + why +
+               " (allow the token key in the ACL: docs/deployment.md); taking the lock without one");
+      if (got || (wait_ && wait_->count() == 0)) return finish(*state_, ec, got, 0);
+      start_plain_acquisition();
+    };
+    auto slot = cancel_.slot();
+    const std::chrono::milliseconds no_wait{0};
+    if (lease_) lock_->async_try_lock(owner_, no_wait, *lease_, asio::bind_cancellation_slot(slot, first));
+    else lock_->async_try_lock(owner_, no_wait, asio::bind_cancellation_slot(slot, first));
+  }
+
   void start_plain_acquisition() {
     auto plain = [state = state_](std::error_code ec, bool got) { finish(*state, ec, got, 0); };
     auto slot = cancel_.slot();
@@ -582,6 +608,12 @@ class run_session {
         std::string which;
         if (state_->acquire_error == errc::wrong_type)
           which = wrong_types(*c_, kind_of(o_), o_.name, state_->acquire_error_text);
+        if (state_->acquire_error == errc::no_permission) {
+          auto outside = outside_key_patterns(kind_of(o_), o_.name,
+                                              cfg_.username.empty() ? "default" : cfg_.username,
+                                              state_->acquire_error_text);
+          if (!outside.empty()) throw error(errc::no_permission, "lock " + rep_.quoted() + ": " + outside);
+        }
         throw error(state_->acquire_error,
                     "lock " + rep_.quoted() +
                         (state_->acquire_error_text.empty() ? "" : ": " + state_->acquire_error_text) + which);

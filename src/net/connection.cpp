@@ -49,6 +49,17 @@ std::error_code open_cloexec(asio::generic::stream_protocol::socket& sock,
   return {};
 }
 
+// The OS's reason for a failed connect or resolution, in the words a user looks for: "connection
+// refused", "name not found", "timed out"; anything else as the OS says it.
+std::string connect_reason(std::error_code ec) {
+  if (ec == asio::error::connection_refused) return "connection refused";
+  if (ec == asio::error::timed_out) return "timed out";
+  if (ec == asio::error::host_not_found || ec == asio::error::host_not_found_try_again ||
+      ec == asio::error::no_data)
+    return "name not found (" + ec.message() + ")";
+  return ec.message();
+}
+
 }  // namespace
 
 connection::connection(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
@@ -110,10 +121,11 @@ void connection::connect_attempt() {
   if (!cfg_.unix_socket.empty()) {
     state_ = state::connecting;
     asio::generic::stream_protocol::endpoint ep{asio::local::stream_protocol::endpoint(cfg_.unix_socket)};
-    if (open_cloexec(sock_.plain(), ep)) return attempt_failed(errc::connect_failed);
+    if (auto ec = open_cloexec(sock_.plain(), ep))
+      return attempt_failed(errc::connect_failed, cfg_.unix_socket + ": " + connect_reason(ec));
     sock_.plain().async_connect(ep, [this, self, gen](std::error_code ec) {
       if (gen != gen_ || state_ != state::connecting) return;
-      if (ec) return attempt_failed(errc::connect_failed);
+      if (ec) return attempt_failed(errc::connect_failed, cfg_.unix_socket + ": " + connect_reason(ec));
       on_connected(gen);
     });
     return;
@@ -133,23 +145,28 @@ void connection::connect_to(const node_address& a, std::uint64_t gen) {
       [this, self = shared_from_this(), gen, resolver](std::error_code ec,
                                                        asio::ip::tcp::resolver::results_type results) {
         if (gen != gen_ || state_ != state::resolving) return;
-        if (ec || results.empty()) return attempt_failed(errc::connect_failed);
+        if (ec || results.empty()) {
+          const std::string why = ec ? connect_reason(ec) : std::string("name not found (no address)");
+          return attempt_failed(errc::connect_failed, where() + ": " + why);
+        }
         state_ = state::connecting;
         auto eps = std::make_shared<std::vector<asio::ip::tcp::endpoint>>();
         for (auto& r : results) eps->push_back(r.endpoint());
-        connect_endpoint(std::move(eps), 0, gen);
+        connect_endpoint(std::move(eps), 0, gen, {});
       });
 }
 
 void connection::connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i,
-                                  std::uint64_t gen) {
-  if (i >= eps->size()) return attempt_failed(errc::connect_failed);
+                                  std::uint64_t gen, std::error_code last) {
+  // Every address failed: the last one's reason (all of them, for a name with several, say the
+  // same as a rule: nothing listens).
+  if (i >= eps->size()) return attempt_failed(errc::connect_failed, where() + ": " + connect_reason(last));
   sock_.close();
   auto ep = asio::generic::stream_protocol::endpoint((*eps)[i]);
-  if (open_cloexec(sock_.plain(), ep)) return connect_endpoint(eps, i + 1, gen);
+  if (auto ec = open_cloexec(sock_.plain(), ep)) return connect_endpoint(eps, i + 1, gen, ec);
   sock_.plain().async_connect(ep, [this, self = shared_from_this(), eps, i, gen, ep](std::error_code ec) {
     if (gen != gen_ || state_ != state::connecting) return;
-    if (ec) return connect_endpoint(eps, i + 1, gen);
+    if (ec) return connect_endpoint(eps, i + 1, gen, ec);
     peer_ = ep;
     std::error_code ignored;
     sock_.plain().set_option(asio::ip::tcp::no_delay(true), ignored);
@@ -186,8 +203,15 @@ void connection::on_attempt_timeout() {
   if (state_ == state::tls_handshake)
     return attempt_failed(errc::connect_timeout, "timed out in the TLS handshake with " + where());
   // The probe did not finish: the reset stands as it was.
-  if (state_ == state::probing) return attempt_failed(errc::connect_failed);
-  attempt_failed(errc::connect_timeout);
+  if (state_ == state::probing)
+    return attempt_failed(errc::connect_failed, where() + ": closed the connection before any reply");
+  const std::string within = " within " + std::to_string(cfg_.connect_timeout.count()) + " ms";
+  if (state_ == state::handshake)
+    return attempt_failed(errc::connect_timeout,
+                          where() + ": timed out: connected, but no answer to the handshake" + within);
+  if (state_ == state::resolving)
+    return attempt_failed(errc::connect_timeout, where() + ": timed out: the name was not resolved" + within);
+  attempt_failed(errc::connect_timeout, where() + ": timed out: no connection" + within);
 }
 
 void connection::handshake_io_failed(std::error_code ec) {
@@ -203,7 +227,7 @@ void connection::handshake_io_failed(std::error_code ec) {
       (ec == asio::error::connection_reset || ec == asio::error::eof || ec == asio::error::broken_pipe)) {
     return probe_for_tls(ec);
   }
-  attempt_failed(errc::connect_failed);
+  attempt_failed(errc::connect_failed, where() + ": the connection failed during the handshake (" + ec.message() + ")");
 }
 
 void connection::probe_for_tls(std::error_code first) {
@@ -212,7 +236,9 @@ void connection::probe_for_tls(std::error_code first) {
   probe_ = std::make_shared<tls_probe>(ex_);
   probe_->start(peer_, [this, self = shared_from_this(), gen = gen_, first](bool tls) {
     if (gen != gen_ || state_ != state::probing) return;
-    if (!tls) return attempt_failed(errc::connect_failed);
+    if (!tls)
+      return attempt_failed(errc::connect_failed,
+                            where() + ": closed the connection before any reply (" + first.message() + ")");
     attempt_failed(errc::tls_expected_by_server,
                    where() + " closed the plaintext connection before any reply (" + first.message() +
                        ") and answers a TLS handshake: it is a TLS port; use rediss://");

@@ -171,7 +171,8 @@ class connection : public std::enable_shared_from_this<connection> {
 
   void connect_attempt();
   void connect_to(const node_address& a, std::uint64_t gen);
-  void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen);
+  void connect_endpoint(std::shared_ptr<std::vector<asio::ip::tcp::endpoint>> eps, std::size_t i, std::uint64_t gen,
+                        std::error_code last);
   void on_tcp_connected(std::uint64_t gen);
   void on_connected(std::uint64_t gen);
   void on_attempt_timeout();

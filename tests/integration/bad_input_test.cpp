@@ -119,6 +119,11 @@ TEST_F(bad_input_test, oom_is_server_oom_and_changes_nothing) {
   EXPECT_FALSE(l.try_lock(0ms, ec));  // no wait: the refusal at once
   EXPECT_EQ(ec, errc::server_oom) << ec.message();
   EXPECT_NE(last_error_text().find("OOM command not allowed"), std::string::npos) << last_error_text();
+  // A fenced grant too: the server's memory is the cause, not its token key.
+  EXPECT_FALSE(l.try_lock_and_get_token(0ms, ec));
+  EXPECT_EQ(ec, errc::server_oom) << ec.message();
+  EXPECT_NE(last_error_text().find("OOM command not allowed"), std::string::npos) << last_error_text();
+  EXPECT_EQ(last_error_text().find("fencing token key"), std::string::npos) << last_error_text();
   raw()({"CONFIG", "SET", "maxmemory", "0"});
   EXPECT_EQ(raw()({"EXISTS", "oom"}).integer, 0);
   l.lock();  // fine again

@@ -25,6 +25,7 @@
 #include "cli_process.hpp"
 #include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
+#include "loopback_socket.hpp"
 #include "test_certs.hpp"
 
 namespace redlease::test {
@@ -363,15 +364,8 @@ TEST_F(cli_test, cli_md_documents_every_run_option) {
 
 TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // A bound but not listening socket: connecting to it is refused, and nobody else can take the port.
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(fd, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-  std::string dead = "redis://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  loopback_socket refusing(false);
+  std::string dead = "redis://127.0.0.1:" + std::to_string(refusing.port());
   auto t0 = steady::now();
   auto r = run({"run", "x", "--redis", dead, "--", "touch", path("ran")});
   EXPECT_EQ(r.status, 69) << r.err;
@@ -382,7 +376,18 @@ TEST_F(cli_test, exit_status_69_when_redis_is_unreachable) {
   // The default URL comes from REDLEASE_URL.
   EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + dead}).status, 69);
   EXPECT_EQ(run({"run", "x", "--", "true"}, {"REDLEASE_URL=" + url()}).status, 0);
-  ::close(fd);
+}
+
+TEST_F(cli_test, unreachable_redis_says_why_with_the_address) {
+  loopback_socket refusing(false);
+  const std::string at = "127.0.0.1:" + std::to_string(refusing.port());
+  auto refused = run({"run", "x", "--redis", "redis://:s3cret@" + at, "--", "true"});
+  EXPECT_EQ(refused.status, 69) << refused.err;
+  EXPECT_NE(refused.err.find(at + ": connection refused"), std::string::npos) << refused.err;
+  EXPECT_EQ(refused.err.find("s3cret"), std::string::npos) << refused.err;
+  auto unknown = run({"run", "x", "--redis", "redis://nonexistent.invalid:6379", "--", "true"});
+  EXPECT_EQ(unknown.status, 69) << unknown.err;
+  EXPECT_NE(unknown.err.find("nonexistent.invalid:6379: name not found"), std::string::npos) << unknown.err;
 }
 
 // ---- mutual exclusion -------------------------------------------------------------------------
@@ -813,6 +818,47 @@ TEST_F(cli_test, no_fencing_token_notice_is_a_json_event_and_quiet_hides_it) {
   EXPECT_EQ(plain.err.rfind("redlease: no fencing token for lock \"nt:p\": NOPERM", 0), 0u) << plain.err;
   EXPECT_NE(plain.err.find("taking the lock without one\n"), std::string::npos) << plain.err;
   raw()({"ACL", "DELUSER", "notoken"});
+}
+
+// A lock whose own key the ACL user may not touch: one message, naming the patterns the lock needs
+// (its key, latch, token key and channel), not first a warning about the token key.
+TEST_F(cli_test, a_name_outside_the_users_key_patterns_is_one_message_with_the_patterns_it_needs) {
+  ASSERT_TRUE(raw()({"ACL", "SETUSER", "boxed", "on", ">pw", "~locks:*", "~redisson_unlock_latch:{locks:*",
+                     "~redisson_lock_token:{locks:*", "&*", "+@all"})
+                  .is_ok());
+  const std::string u = "redis://boxed:pw@127.0.0.1:" + std::to_string(server().port());
+  auto r = run({"run", "other:job", "--redis", u, "--", "touch", path("ran")});
+  EXPECT_EQ(r.status, 78) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_EQ(r.err.find("no fencing token"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("redlease: lock \"other:job\": the name is outside the key patterns of ACL user boxed (NOPERM", 0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find("this lock needs ~other:job ~redisson_unlock_latch:{other:job}:* "
+                       "~redisson_lock_token:{other:job} &redisson_lock__channel:{other:job}"),
+            std::string::npos)
+      << r.err;
+  // Inside its patterns the same user takes the lock, with a token.
+  auto ok = run({"run", "locks:job", "--redis", u, "--", "sh", "-c", "test -n \"$REDLEASE_FENCING_TOKEN\""});
+  EXPECT_EQ(ok.status, 0) << ok.err;
+  EXPECT_EQ(ok.err, "");
+  raw()({"ACL", "DELUSER", "boxed"});
+}
+
+// Out of memory: the server's state is the cause, said once, not the fencing token key.
+TEST_F(cli_test, an_oom_refusal_names_the_servers_memory_not_the_token_key) {
+  raw()({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  raw()({"CONFIG", "SET", "maxmemory", "1"});
+  auto r = run({"run", "--wait", "0", "oomjob", "--redis", url(), "--", "touch", path("ran")});
+  raw()({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.err.find("fencing token"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("lock \"oomjob\": OOM command not allowed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("out of memory: maxmemory reached with nothing to evict"), std::string::npos) << r.err;
+  EXPECT_FALSE(exists("oomjob"));
 }
 
 TEST_F(cli_test, fair_read_and_write_kinds_run_the_command) {

@@ -265,6 +265,56 @@ TEST(core_unreachable_test, SilentListenerTimesOut) {
   std::cout << "[ unreachable ] silent listener: " << ec.message() << " after " << took << " ms\n";
 }
 
+// The reason and the address travel with connect_failed / connect_timeout, as a server's words do:
+// in the exception of a lock call (which names no URL of its own) and in last_error_text().
+TEST(core_unreachable_test, a_refused_connection_says_so_with_the_address) {
+  loopback_socket s(false);
+  config conf;
+  conf.host = "127.0.0.1";
+  conf.port = s.port();
+  conf.password = "s3cret-password";
+  set_fast_timing(conf);
+  conf.connect_timeout = 3s;
+  client c(conf);
+  auto l = c.lock("orders:42");
+  std::string what;
+  EXPECT_EQ(thrown_code([&] { l.try_lock(); }, &what), errc::connect_failed);
+  const std::string at = "127.0.0.1:" + std::to_string(s.port());
+  EXPECT_NE(what.find("try_lock \"orders:42\""), std::string::npos) << what;
+  EXPECT_NE(what.find(at + ": connection refused"), std::string::npos) << what;
+  EXPECT_EQ(what.find("s3cret"), std::string::npos) << what;
+  std::error_code ec;
+  l.try_lock(ec);
+  EXPECT_EQ(ec, errc::connect_failed);
+  EXPECT_EQ(last_error_text(), at + ": connection refused");
+}
+
+TEST(core_unreachable_test, an_unknown_host_says_name_not_found) {
+  config conf;
+  conf.host = "nonexistent.invalid";  // RFC 6761: never resolves
+  conf.port = 6379;
+  set_fast_timing(conf);
+  conf.connect_timeout = 5s;
+  client c(conf);
+  std::string what;
+  EXPECT_EQ(thrown_code([&] { c.lock("orders:42").try_lock(); }, &what), errc::connect_failed);
+  EXPECT_NE(what.find("nonexistent.invalid:6379: name not found"), std::string::npos) << what;
+}
+
+TEST(core_unreachable_test, a_silent_listener_says_timed_out_with_the_address) {
+  loopback_socket s(true);
+  config conf;
+  conf.host = "127.0.0.1";
+  conf.port = s.port();
+  set_fast_timing(conf);
+  conf.connect_timeout = 300ms;
+  conf.request_timeout = 5s;
+  client c(conf);
+  std::string what;
+  EXPECT_EQ(thrown_code([&] { c.lock("orders:42").try_lock(); }, &what), errc::connect_timeout);
+  EXPECT_NE(what.find("127.0.0.1:" + std::to_string(s.port()) + ": timed out"), std::string::npos) << what;
+}
+
 TEST(core_cloexec_test, sockets_are_close_on_exec) {
   REDLEASE_REQUIRE(redis_server::available(), no_redis_server);
   redis_server srv;

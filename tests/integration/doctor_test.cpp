@@ -26,6 +26,7 @@
 #include "cli_process.hpp"
 #include "info_parser.hpp"
 #include "lock_test_support.hpp"
+#include "test_certs.hpp"
 
 namespace redlease::test {
 namespace {
@@ -651,9 +652,12 @@ TEST_F(doctor_test, renamed_commands_of_other_kinds_name_the_kind_they_break) {
 TEST_F(doctor_test, memory_near_maxmemory_warns_that_acquisitions_are_refused_not_releases) {
   auto s = start({"--maxmemory-policy", "noeviction"});
   auto admin = s->client();
+  // 16 MiB of data and 1 MiB of room (about 95 %): the doctor's own connections (a few hundred KiB
+  // at most) do not reach the limit, so its trial grant is taken.
+  for (int i = 0; i < 16; ++i) admin({"SET", "filler:" + std::to_string(i), std::string(1 << 20, 'x')});
   auto used = cli::parse_info(admin({"INFO", "memory"}).str).integer("used_memory");
   ASSERT_TRUE(used);
-  ASSERT_TRUE(admin({"CONFIG", "SET", "maxmemory", std::to_string(*used + *used / 50)}).is_ok());
+  ASSERT_TRUE(admin({"CONFIG", "SET", "maxmemory", std::to_string(*used + (1 << 20))}).is_ok());
   auto r = run_doctor({"--redis", s->url()});
   std::string line = line_of(r.out, "memory");
   EXPECT_EQ(status_of(r.out, "memory"), "WARN") << r.out;
@@ -661,7 +665,61 @@ TEST_F(doctor_test, memory_near_maxmemory_warns_that_acquisitions_are_refused_no
   EXPECT_TRUE(has(line, "new acquisitions are refused with OOM")) << line;
   EXPECT_TRUE(has(line, "releases still work")) << line;
   EXPECT_FALSE(has(line, "HINCRBY")) << line;  // Redis 7: the allow-oom release
+  EXPECT_EQ(r.status, 0) << r.out;
   admin({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(admin({"EXISTS", "redlease-doctor"}).integer, 0);  // the trial grant was released
+}
+
+// Past maxmemory with noeviction every grant is refused (OOM): the doctor tries one and FAILs,
+// whatever the figures alone would say, and its summary does not say "locks work".
+TEST_F(doctor_test, a_server_that_refuses_every_grant_for_memory_fails) {
+  auto s = start({"--maxmemory-policy", "noeviction"});
+  auto admin = s->client();
+  ASSERT_TRUE(admin({"CONFIG", "SET", "maxmemory", "1"}).is_ok());
+  auto r = run_doctor({"--redis", s->url()});
+  EXPECT_EQ(r.status, 78) << r.out << r.err;
+  const std::string line = line_of(r.out, "memory");
+  EXPECT_EQ(status_of(r.out, "memory"), "FAIL") << r.out;
+  EXPECT_TRUE(has(line, "a grant of redlease-doctor is refused: OOM command not allowed")) << line;
+  EXPECT_TRUE(has(line, "fix: the server is out of memory with nothing to evict: raise maxmemory")) << line;
+  EXPECT_EQ(status_of(r.out, "summary"), "FAIL") << r.out;
+  EXPECT_FALSE(has(line_of(r.out, "summary"), "locks work")) << r.out;
+  admin({"CONFIG", "SET", "maxmemory", "0"});
+  EXPECT_EQ(admin({"EXISTS", "redlease-doctor"}).integer, 0);
+}
+
+// Each TLS failure's line says what to change, as the CLI's flags: the CA (--cacert), the name
+// (--sni), the certificate's dates, the scheme.
+TEST_F(doctor_test, a_tls_failure_has_a_fix_line_for_its_cause) {
+  REDLEASE_REQUIRE(test_certs::available(), "openssl not found");
+  test_certs certs;
+  auto tls_server = [&](const cert_pair& pair) {
+    server_options o;
+    o.unix_socket = false;
+    o.tls.cert_file = pair.cert;
+    o.tls.key_file = pair.key;
+    o.tls.ca_file = certs.ca();
+    return std::make_unique<redis_server>(o);
+  };
+  auto expect_fix = [&](const std::vector<std::string>& args, const std::string& fix) {
+    auto r = run_doctor(args);
+    EXPECT_EQ(r.status, 69) << r.out << r.err;
+    const std::string line = line_of(r.out, "connectivity");
+    EXPECT_EQ(status_of(r.out, "connectivity"), "FAIL") << r.out;
+    EXPECT_TRUE(has(line, "; fix: " + fix)) << line;
+  };
+  auto good = tls_server(certs.server());
+  expect_fix({"--redis", good->tls_url(), "--cacert", certs.other_ca()},
+             "the server's certificate is signed by a CA this machine does not trust: pass that CA with --cacert");
+  expect_fix({"--redis", "redis://127.0.0.1:" + std::to_string(good->tls_port())},
+             "the port speaks TLS: use rediss://");
+  auto named = tls_server(certs.localhost_only());
+  expect_fix({"--redis", named->tls_url(), "--cacert", certs.ca()},
+             "the certificate does not name the host connected to: connect with a name it holds (the URL's host, "
+             "or --sni NAME)");
+  auto expired = tls_server(certs.expired());
+  expect_fix({"--redis", expired->tls_url(), "--cacert", certs.ca()},
+             "the server's certificate has expired or is not valid yet: renew it");
 }
 
 TEST_F(doctor_test, allkeys_lru_warns_that_locks_can_be_evicted) {

@@ -2,7 +2,8 @@
 -- mutex_fenced_acquire.lua, and take_token() in optional_fencing_token.lua): statements, not a
 -- function, because two Lua functions per call cost the fenced mutex pair 7 % more script time.
 -- Leaves `made`, the token, or `made_error`, the reply for a key that holds no number or another
--- type: INCR's own error with the key's name (WRONGTYPE keeps its prefix). The common case is one
+-- type: INCR's own error with the key's name (WRONGTYPE keeps its prefix); an OOM refusal with the
+-- server's words alone. The common case is one
 -- INCR (Redisson's own step, which keeps the key's TTL); a missing key (INCR gives 1), or one that
 -- held 0 or less, starts from the server's clock in microseconds, with a 7-day TTL: a token is
 -- never below 1. A sequence below 10^15 that is not ours (Redisson's) moves up to the clock too,
@@ -14,7 +15,10 @@
 -- renamed the key keeps that increment, which only makes the sequence one larger).
 local made = redis.pcall('incr', token_key)
 local made_error = nil
-if type(made) == 'table' then
+if type(made) == 'table' and string.sub(tostring(made.err), 1, 4) == 'OOM ' then
+  -- The server's state, not the key's: naming the key would blame it.
+  made_error = redis.error_reply(tostring(made.err))
+elseif type(made) == 'table' then
   made_error = redis.error_reply(tostring(made.err) .. ' (the fencing token key ' .. token_key .. ')')
 elseif made >= 9007199254740992 then
   redis.pcall('decr', token_key)
