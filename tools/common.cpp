@@ -87,6 +87,21 @@ std::string cli_words(std::string text) {
     for (auto at = text.find(library); at != std::string::npos; at = text.find(library, at + cli.size()))
       text.replace(at, library.size(), cli);
   }
+  // Every subcommand's first call is the library's ping: its C++ name says nothing to a user, and
+  // when the reason names the address ("127.0.0.1:1: connection refused") the URL before it says it
+  // twice.
+  constexpr std::string_view ping = "client::ping ";
+  if (text.starts_with(ping)) {
+    text.erase(0, ping.size());
+    const auto url_end = text.find(": ");
+    const auto reason_end = url_end == std::string::npos ? std::string::npos : text.find(": ", url_end + 2);
+    if (reason_end != std::string::npos) {
+      const std::string_view url = std::string_view(text).substr(0, url_end);
+      const std::string_view where = std::string_view(text).substr(url_end + 2, reason_end - url_end - 2);
+      if (where.find(' ') == std::string_view::npos && url.find(where) != std::string_view::npos)
+        text.erase(0, url_end + 2);
+    }
+  }
   return text;
 }
 

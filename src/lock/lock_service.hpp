@@ -128,6 +128,7 @@ class lock_service {
   std::string_view scratch_field(owner_id owner);
   void attempt(const std::shared_ptr<waiter>& w, attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
+  bool lost_meanwhile(const waiter& w);
   ms queue_allowance(std::optional<ms> wait) const;
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);

@@ -226,6 +226,19 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
 // very late) may already have expired on the server and gone to someone else: it is worth nothing.
 // It is undone (in order, before the next attempt) and treated as contention.
+// A re-entry whose hold was found lost while the attempt was on the wire: the grant is no level of
+// that hold (the key was free, or another's, when the loss was seen), and taking it as a fresh
+// one-level hold made the owner's outer unlock fail with not_owner (the soak's frozen holders). It
+// is given back, and the caller hears lock_lost, as a re-entry that starts after the loss does.
+bool lock_service::lost_meanwhile(const waiter& w) {
+  const auto& proto = protocol_of(w.kind);
+  if (!proto.reentrant() || !proto.grant_is_hold()) return false;
+  const hold* h = find(w.name, w.owner, w.kind);
+  if (h == nullptr || !h->lost) return false;
+  undo_acquire(w);
+  return true;
+}
+
 bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
   if (clock::now() < sent + w.lease.value_or(c_.cfg().watchdog_timeout)) return false;
   undo_acquire(w);
@@ -338,6 +351,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             }
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
+            if (!pttl && lost_meanwhile(*w)) return finish_waiter(w, errc::lock_lost, false);
             if (!pttl) {
               if (protocol_of(w->kind).grant_is_hold())
                 on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);

@@ -320,6 +320,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->last_error.clear();
             w->error_delay = ms(0);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
+            if (!pttl && lost_meanwhile(*w)) return finish_waiter(w, errc::lock_lost, false);
             if (!pttl) {
               if (protocol_of(w->kind).grant_is_hold())
                 on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);

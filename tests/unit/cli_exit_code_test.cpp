@@ -62,6 +62,19 @@ TEST(cli_words, tls_fields_become_flags) {
   EXPECT_EQ(cli_words("NOPERM no"), "NOPERM no");
 }
 
+// The library's first call in every subcommand is client::ping: the CLI says the address once and
+// no C++ name ("client::ping redis://127.0.0.1:1: 127.0.0.1:1: connection refused: ...").
+TEST(cli_words, a_failed_ping_says_the_address_once_without_the_call) {
+  EXPECT_EQ(cli_words("client::ping redis://127.0.0.1:1: 127.0.0.1:1: connection refused: could not connect to the "
+                      "Redis server"),
+            "127.0.0.1:1: connection refused: could not connect to the Redis server");
+  EXPECT_EQ(cli_words("client::ping redis://h:6379/2: NOAUTH Authentication required."),
+            "redis://h:6379/2: NOAUTH Authentication required.");
+  EXPECT_EQ(cli_words("client::ping rediss://h:1: TLS: the certificate of h:1 is signed by an unknown CA; set "
+                      "config::tls.ca_file to its CA"),
+            "rediss://h:1: TLS: the certificate of h:1 is signed by an unknown CA; set --cacert to its CA");
+}
+
 // Every message of the tool starts with its name, CLI11's too ("--wait: invalid duration '-5s'"
 // had none), and a library error is said once, in the CLI's words.
 TEST(cli_words, parse_and_run_prefixes_every_message) {

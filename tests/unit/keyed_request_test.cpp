@@ -58,6 +58,11 @@ class fake_topology final : public topology {
     std::error_code ec = next_error;
     next_error.clear();
     reply answer = next_reply ? next_reply(entry) : nil();
+    if (park) {  // answered when the test says (answer_parked)
+      auto h = std::make_shared<decltype(r.handler)>(std::move(r.handler));  // move-only
+      parked.push_back([h, ec, answer = std::move(answer)]() mutable { (*h)(ec, std::move(answer)); });
+      return;
+    }
     // Never inside the initiating function (Asio's rule, and the engine's expectation).
     asio::post(ex_, [h = std::move(r.handler), ec, answer = std::move(answer)]() mutable { h(ec, std::move(answer)); });
   }
@@ -68,6 +73,14 @@ class fake_topology final : public topology {
   std::vector<sent> log;
   std::function<reply(const sent&)> next_reply;
   std::error_code next_error;
+  // While set, replies wait in `parked` until answer_parked posts the first of them.
+  bool park = false;
+  std::vector<std::function<void()>> parked;
+  void answer_parked(std::size_t i) {
+    auto f = std::move(parked.at(i));
+    parked.erase(parked.begin() + static_cast<std::ptrdiff_t>(i));
+    asio::post(ex_, std::move(f));
+  }
 
  protected:
   node& route(std::string_view) override { throw std::logic_error("the fake routes in exec"); }
@@ -177,6 +190,47 @@ TEST_F(engine, a_renewal_goes_to_the_topology_by_its_first_key) {
   EXPECT_EQ(renew.script, "renew");
   EXPECT_TRUE(renew.key == "{batch}:1" || renew.key == "{batch}:2") << renew.key;
   EXPECT_TRUE(svc->view("{batch}:1", 1, lock_kind::reentrant, false).valid);
+}
+
+// A re-entry on the wire when the hold is found lost (a renewal finds the key gone): its grant found
+// the key free, so it is no level of the hold. It is given back, and the re-entry says lock_lost;
+// before, it became a fresh one-level hold, and the owner's outer unlock said not_owner.
+TEST_F(engine, a_re_entry_granted_after_its_hold_was_found_lost_is_given_back) {
+  ASSERT_TRUE(acquire("jobs:9"));
+  rt->fake().park = true;
+  std::optional<std::pair<std::error_code, bool>> reentry;
+  svc->acquire("jobs:9", lock_kind::reentrant, 1, ms(0), std::nullopt, nullptr, wait_strategy{},
+               [&](std::error_code ec, bool ok) { reentry.emplace(ec, ok); });
+  rt->ctx.poll();
+  ASSERT_EQ(rt->fake().parked.size(), 1u) << "the re-entry is on the wire";
+  // The renewal a failover sends finds the key gone: the hold is lost.
+  rt->fake().next_reply = [](const sent&) {
+    reply r;
+    r.type = reply::kind::array;
+    r.elements = {integer(1), integer(0)};  // item 1: gone
+    return r;
+  };
+  svc->on_failover("a test failover");
+  ASSERT_EQ(rt->fake().parked.size(), 2u);
+  rt->fake().park = false;
+  rt->fake().next_reply = [](const sent&) { return integer(1); };  // the undo: released
+  rt->fake().answer_parked(1);  // the renewal: gone
+  rt->ctx.poll();
+  ASSERT_FALSE(reentry.has_value());
+  rt->fake().answer_parked(0);  // then the re-entry's grant
+  rt->ctx.poll();
+  ASSERT_TRUE(reentry.has_value());
+  EXPECT_EQ(reentry->first, errc::lock_lost) << reentry->first.message();
+  EXPECT_FALSE(reentry->second);
+  const auto& undo = rt->fake().log.back();
+  EXPECT_EQ(undo.key, "jobs:9");
+  EXPECT_EQ(undo.script, "release") << "the grant is given back";
+  // The owner's unlock of the lost hold says lock_lost, not not_owner.
+  std::optional<std::error_code> released;
+  svc->release("jobs:9", lock_kind::reentrant, 1, [&](std::error_code ec) { released = ec; });
+  rt->ctx.poll();
+  ASSERT_TRUE(released.has_value());
+  EXPECT_EQ(*released, errc::lock_lost) << released->message();
 }
 
 // The client's card is a keyed request of its own key, sent as EVAL right before the first
