@@ -80,7 +80,7 @@ redlock_acquire_fsm::next redlock_acquire_fsm::decide(redlock_clock::time_point 
     return next::acquired;
   }
   // Refusals and unknowns are final for this attempt: once they leave too few nodes, stop waiting.
-  if (against_ > nodes_.size() - quorum()) {
+  if (against_ + quorum() > nodes_.size()) {
     decided_ = true;
     return next::release_all;
   }
@@ -175,7 +175,7 @@ redlock_extend_fsm::next redlock_extend_fsm::decide(redlock_clock::time_point no
   }
   const auto taken = count(node_state::taken);
   const auto missing = count(node_state::missing);
-  if (taken + missing > nodes_.size() - q) {
+  if (taken + missing + q > nodes_.size()) {
     // Lost for good on too many nodes: no later round can bring a majority back without a window
     // in which another client may have held one.
     if (taken >= q) return lose(redlock_loss::taken);

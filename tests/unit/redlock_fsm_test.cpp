@@ -69,6 +69,28 @@ TEST(redlock_fsm_test, the_quorum_for_every_mask_of_nodes_prefilled_with_a_forei
   }
 }
 
+TEST(redlock_fsm_test, one_answer_per_node_and_attempt_counts) {
+  redlock_acquire_fsm fsm(3, 10s);
+  EXPECT_EQ(fsm.resume(1, 0, node_answer::granted, t0), acq::none) << "before any attempt";
+  const auto a = fsm.start(t0);
+  EXPECT_EQ(fsm.resume(a, 0, node_answer::granted, t0 + 1ms), acq::wait);
+  EXPECT_EQ(fsm.resume(a, 0, node_answer::granted, t0 + 1ms), acq::none) << "a second answer";
+  EXPECT_EQ(fsm.held(), 1u);
+  EXPECT_EQ(fsm.resume(a, 7, node_answer::granted, t0 + 1ms), acq::none) << "no such node";
+  EXPECT_EQ(fsm.resume(a, 1, node_answer::missing, t0 + 1ms), acq::wait) << "no SET NX answer";
+  EXPECT_EQ(fsm.state(1), node_state::unknown);
+}
+
+TEST(redlock_fsm_test, one_node_is_its_own_majority_and_none_never_succeeds) {
+  redlock_acquire_fsm one(1, 10s);
+  EXPECT_EQ(one.resume(one.start(t0), 0, node_answer::granted, t0 + 1ms), acq::acquired);
+  redlock_acquire_fsm refused(1, 10s);
+  EXPECT_EQ(refused.resume(refused.start(t0), 0, node_answer::taken, t0 + 1ms), acq::release_all);
+  redlock_acquire_fsm none(0, 10s);
+  none.start(t0);
+  EXPECT_EQ(none.resume(t0 + 1ms), acq::release_all);
+}
+
 TEST(redlock_fsm_test, a_leftover_of_our_own_counts_as_granted) {
   redlock_acquire_fsm fsm(3, 10s);
   const auto a = fsm.start(t0);
