@@ -99,7 +99,11 @@ redlock_acquire_fsm::retry_decision redlock_acquire_fsm::after_release(redlock_c
 
 redlock_extend_fsm::redlock_extend_fsm(std::size_t nodes, redlock_clock::duration ttl,
                                        redlock_clock::time_point valid_until, bool retake)
-    : nodes_(nodes, node_state::held), ttl_(ttl), valid_until_(valid_until), retake_(retake) {}
+    : nodes_(nodes, node_state::held),
+      ttl_(ttl),
+      valid_until_(valid_until),
+      sent_(valid_until - (ttl - redlock_drift(ttl))),  // the acquisition's send time
+      retake_(retake) {}
 
 redlock_extend_fsm::next redlock_extend_fsm::start(redlock_clock::time_point sent) {
   if (loss_) return next::none;
@@ -161,6 +165,16 @@ redlock_extend_fsm::next redlock_extend_fsm::resume(redlock_clock::time_point no
   return decided_ ? next::none : next::wait;
 }
 
+redlock_clock::time_point redlock_extend_fsm::due(redlock_clock::time_point now,
+                                                  redlock_clock::duration interval) const {
+  if (loss_) return redlock_clock::time_point::max();
+  // Counted from the last round's send time, failed or not: counted from the last success, a
+  // failed round would be due again at once, and again, while the lease lasts.
+  auto at = sent_ + interval;
+  if (behind_ && now < valid_until_) at = std::min(at, now + (valid_until_ - now) / 2);
+  return std::max(at, now);
+}
+
 std::size_t redlock_extend_fsm::count(node_state s) const { return count_of(nodes_, s); }
 
 redlock_extend_fsm::next redlock_extend_fsm::decide(redlock_clock::time_point now) {
@@ -168,6 +182,7 @@ redlock_extend_fsm::next redlock_extend_fsm::decide(redlock_clock::time_point no
   if (now >= valid_until_) return lose(redlock_loss::expired);
   if (count(node_state::held) >= q) {
     decided_ = true;
+    behind_ = false;
     ++extensions_;
     // The round's keys were set at `sent_` at the earliest, so its validity counts from there.
     valid_until_ = std::max(valid_until_, redlock_valid_until(sent_, ttl_));
@@ -186,6 +201,7 @@ redlock_extend_fsm::next redlock_extend_fsm::decide(redlock_clock::time_point no
     // Unknowns only stand in the way: the lease stays valid until its deadline, and the next round
     // may still find the keys there.
     decided_ = true;
+    behind_ = true;
     return next::not_extended;
   }
   return next::wait;

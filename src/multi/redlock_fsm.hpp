@@ -179,6 +179,11 @@ class redlock_extend_fsm {
   /// Time passed: `lost` (expired) once the validity ran out, else `none` (or `wait` mid-round).
   next resume(redlock_clock::time_point now);
 
+  /// When the next round is due, rounds `interval` apart (a third of the TTL): `interval` after the
+  /// last round's send time (the acquisition's before the first); after a round that did not extend
+  /// the lease, no later than halfway from `now` to `valid_until()`, so that another chance comes
+  /// before the lease ends. Never before `now`; `time_point::max()` once lost.
+  redlock_clock::time_point due(redlock_clock::time_point now, redlock_clock::duration interval) const;
   /// The current round's number (0 before the first).
   std::uint64_t round() const noexcept { return round_; }
   /// Until when the lock is surely ours: the last validity a majority gave.
@@ -203,6 +208,7 @@ class redlock_extend_fsm {
   std::uint64_t round_ = 0;
   std::uint64_t extensions_ = 0;
   bool decided_ = true;  // no round under way
+  bool behind_ = false;  // the last decided round did not extend the lease
   std::optional<redlock_loss> loss_;
 };
 

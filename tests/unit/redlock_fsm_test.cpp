@@ -365,11 +365,40 @@ TEST(redlock_fsm_test, errors_leave_the_lease_standing_until_its_validity) {
   EXPECT_EQ(fsm.loss(), redlock_loss::expired);
 }
 
+// Rounds a third of the TTL apart keep two more chances before the lease ends; after a round that
+// did not extend it, the next comes sooner, and a loss is told within one interval of a round.
+TEST(redlock_fsm_test, the_next_round_is_due_an_interval_after_the_last_extension_or_sooner) {
+  const auto interval = std::chrono::milliseconds(10s) / 3;  // 3,333 ms
+  auto fsm = held_until(3, redlock_valid_until(t0, 10s));  // acquired with requests sent at t0
+  EXPECT_EQ(fsm.due(t0 + 1ms, interval), t0 + interval);
+
+  const tp first = t0 + interval;
+  ASSERT_EQ(fsm.start(first), ext::wait);
+  EXPECT_EQ(fsm.resume(1, 0, node_answer::granted, first + 1ms), ext::wait);
+  EXPECT_EQ(fsm.resume(1, 1, node_answer::granted, first + 2ms), ext::extended);
+  EXPECT_EQ(fsm.due(first + 2ms, interval), first + interval) << "from the round's send time";
+
+  const tp second = first + interval;
+  ASSERT_EQ(fsm.start(second), ext::wait);
+  EXPECT_EQ(fsm.resume(2, 0, node_answer::unknown, second + 50ms), ext::wait);
+  EXPECT_EQ(fsm.resume(2, 1, node_answer::unknown, second + 50ms), ext::not_extended);
+  const tp now = second + 50ms;
+  const auto halfway = now + (fsm.valid_until() - now) / 2;
+  EXPECT_LT(halfway, second + interval) << "sooner than the usual interval";
+  EXPECT_EQ(fsm.due(now, interval), halfway);
+  EXPECT_EQ(fsm.due(second + interval + 1ms, interval), second + interval + 1ms) << "never before now";
+
+  ASSERT_EQ(fsm.start(halfway), ext::wait);  // that round finds two of three taken: told at once
+  EXPECT_EQ(fsm.resume(3, 0, node_answer::taken, halfway + 1ms), ext::wait);
+  EXPECT_EQ(fsm.resume(3, 2, node_answer::taken, halfway + 1ms), ext::lost);
+  EXPECT_EQ(fsm.due(halfway + 1ms, interval), tp::max());
+}
+
 TEST(redlock_fsm_test, extensions_have_no_cap) {
   auto fsm = held_until(5, redlock_valid_until(t0, 10s));
   tp sent = t0;
   for (int i = 0; i < 10'000; ++i) {
-    sent += 10s / 3;
+    sent += std::chrono::milliseconds(10s) / 3;
     ASSERT_EQ(fsm.start(sent), ext::wait) << i;
     for (std::size_t n = 0; n < 2; ++n) {
       ASSERT_EQ(fsm.resume(fsm.round(), n, node_answer::granted, sent), ext::wait);
