@@ -14,8 +14,9 @@ std::size_t count_of(const std::vector<node_state>& nodes, node_state s) {
 
 redlock_clock::duration redlock_backoff::delay(std::uint32_t retry, double random) const noexcept {
   auto window = std::max(first, redlock_clock::duration(1));
-  // Doubling stops at the cap, so a long wait with many retries never overflows the duration.
-  for (std::uint32_t i = 0; i < retry && window < cap; ++i) window *= 2;
+  // Doubling stops at the cap, so a long wait with many retries never overflows the duration, nor
+  // does a cap near its maximum.
+  for (std::uint32_t i = 0; i < retry && window < cap; ++i) window = window > cap / 2 ? cap : window * 2;
   window = std::min(window, std::max(cap, first));
   if (!(random >= 0.0)) random = 0.0;  // NaN too
   random = std::min(random, 1.0);

@@ -219,6 +219,8 @@ TEST(redlock_fsm_test, the_retry_delay_is_a_bounded_random_backoff_that_fits_the
   EXPECT_EQ(b.delay(3, 0.0), 200ms);
   EXPECT_EQ(b.delay(1000, 0.999), b.delay(1000, 0.999)) << "deterministic";
   EXPECT_LE(b.delay(1000, 1.0), 400ms) << "bounded after many retries";
+  const redlock_backoff huge{1ms, redlock_clock::duration::max()};
+  EXPECT_GT(huge.delay(4'000'000'000u, 1.0), 24h) << "no overflow with an unbounded cap";
   EXPECT_EQ(b.delay(0, -3.0), 25ms) << "clamped";
   EXPECT_EQ(b.delay(0, 7.0), 50ms) << "clamped";
 
