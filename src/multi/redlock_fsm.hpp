@@ -94,6 +94,7 @@ class redlock_acquire_fsm {
   /// `nodes` ≥ 1 masters; keys set with TTL `ttl`; retries spaced by `backoff`.
   redlock_acquire_fsm(std::size_t nodes, redlock_clock::duration ttl, redlock_backoff backoff = {});
 
+  /// What the engine does next.
   enum class next {
     wait,         ///< undecided: feed the next answer, or `resume(now)` at `decide_by()`
     acquired,     ///< a majority granted within the validity: held until `valid_until()`
@@ -135,12 +136,12 @@ class redlock_acquire_fsm {
  private:
   next decide(redlock_clock::time_point now);
 
-  std::vector<node_state> nodes_;
+  std::vector<node_state> nodes_;  // in the current attempt
   redlock_clock::duration ttl_;
   redlock_backoff backoff_;
-  redlock_clock::time_point sent_{};
+  redlock_clock::time_point sent_{};  // the current attempt's send time
   std::uint32_t attempt_ = 0;
-  std::uint32_t retries_ = 0;
+  std::uint32_t retries_ = 0;  // delays handed out so far: the backoff's step
   std::size_t held_ = 0;
   std::size_t against_ = 0;  // refused or unknown: cannot count for this attempt
   bool decided_ = false;
@@ -162,6 +163,7 @@ class redlock_extend_fsm {
   redlock_extend_fsm(std::size_t nodes, redlock_clock::duration ttl,
                      redlock_clock::time_point valid_until, bool retake = true);
 
+  /// What the engine does next.
   enum class next {
     wait,          ///< undecided: feed the next answer, or `resume(now)` at `valid_until()`
     retake,        ///< the node answered `missing`: SET NX PX our value there; feed its answer to `resume`
@@ -200,10 +202,10 @@ class redlock_extend_fsm {
   next lose(redlock_loss why);
   std::size_t count(node_state s) const;
 
-  std::vector<node_state> nodes_;
+  std::vector<node_state> nodes_;  // in the current round
   redlock_clock::duration ttl_;
   redlock_clock::time_point valid_until_;
-  redlock_clock::time_point sent_{};
+  redlock_clock::time_point sent_;  // the last round's send time (the acquisition's before it)
   bool retake_;
   std::uint64_t round_ = 0;
   std::uint64_t extensions_ = 0;
@@ -215,8 +217,10 @@ class redlock_extend_fsm {
 /// A release: compare-and-delete of our value on every node, those that never answered included.
 class redlock_release_fsm {
  public:
+  /// A release over `nodes` masters, sent to every one of them.
   explicit redlock_release_fsm(std::size_t nodes) : nodes_(nodes, node_state::pending) {}
 
+  /// What the engine does next.
   enum class next {
     wait,  ///< answers are still to come
     done,  ///< every node answered: read `outcome()` and `state(node)`
@@ -237,7 +241,7 @@ class redlock_release_fsm {
 
  private:
   std::vector<node_state> nodes_;
-  std::size_t answered_ = 0;
+  std::size_t answered_ = 0;  // nodes that answered (once each)
 };
 
 }  // namespace redlease::detail
