@@ -1,5 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Built against an installed redlease by tests/cmake/{consumer,pkgconfig_consumer}_test.cmake.
+// With clang, the README's define for Debian 12's Asio (before any of its headers), which otherwise
+// leaves use_awaitable out.
+#if defined(__clang__) && !defined(ASIO_HAS_CO_AWAIT)
+#define ASIO_HAS_CO_AWAIT 1
+#endif
 #include <redlease/redlease.hpp>
 #include <redlease/version.hpp>
 
