@@ -109,24 +109,6 @@ void throw_for_lock(std::error_code ec, std::string_view name, const std::string
   throw error(ec, "lock \"" + printable(name) + "\"" + (words.empty() ? "" : ": " + words));
 }
 
-namespace {
-template <class Args>
-reply command_for_lock(client& c, std::string_view name, const Args& args) {
-  std::error_code ec;
-  auto r = c.command(args, ec);
-  if (ec) throw_for_lock(ec, name, last_error_text());
-  return r;
-}
-}  // namespace
-
-reply lock_command(client& c, std::string_view name, std::initializer_list<std::string_view> args) {
-  return command_for_lock(c, name, args);
-}
-
-reply lock_command(client& c, std::string_view name, const std::vector<std::string>& args) {
-  return command_for_lock(c, name, args);
-}
-
 std::string default_url() {
   const char* env = std::getenv("REDLEASE_URL");
   return env && *env ? env : "redis://127.0.0.1:6379";
