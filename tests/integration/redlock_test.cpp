@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: MIT
+// RedLock (redlease::redlock) over 3 and 5 real redis-server processes: the quorum, a stopped
+// node, the watchdog that keeps the quorum, the loss, contention, and the layout shared with
+// redsync and node-redlock (played with raw commands).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <bit>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "lock_test_support.hpp"
+#include "raw_client.hpp"
+#include "redlease/redlock.hpp"
+
+namespace redlease::test {
+namespace {
+
+class redlock_test : public redis_fixture {
+ protected:
+  // Starts `n` servers in all (the fixture's and n − 1 more) and one client on each.
+  void start(int n) {
+    extra_ = start_servers(n - 1);
+    for (int i = 0; i < n; ++i) {
+      auto c = config::from_url(srv(i).url());
+      c.watchdog_timeout = 1000ms;
+      c.request_timeout = 1000ms;
+      c.connect_timeout = 1000ms;
+      c.reconnect_min_delay = 10ms;
+      c.reconnect_max_delay = 100ms;
+      clients_.push_back(std::make_unique<client>(c));
+      clients_.back()->ping();
+      raws_.push_back(std::make_unique<raw_client>(srv(i).client()));
+    }
+  }
+  void TearDown() override {
+    raws_.clear();
+    clients_.clear();
+    extra_.clear();
+    redis_fixture::TearDown();
+  }
+  redis_server& srv(int i) { return i == 0 ? server() : *extra_.at(i - 1); }
+  raw_client& raw(int i) { return *raws_.at(i); }
+  int size() const { return static_cast<int>(clients_.size()); }
+  std::vector<std::reference_wrapper<client>> nodes() {
+    std::vector<std::reference_wrapper<client>> v;
+    for (auto& c : clients_) v.emplace_back(*c);
+    return v;
+  }
+  redlock make(const std::string& name, std::chrono::milliseconds ttl = 1000ms) {
+    redlock_options o;
+    o.ttl = ttl;
+    return redlock(nodes(), name, o);
+  }
+  // True once every node in `which` (all by default) holds `value` under `name` (within `limit`):
+  // the lock is granted at a majority's answers, the other nodes' grants may land just after.
+  bool all_hold(const std::string& name, const std::string& value, unsigned which = ~0u,
+                std::chrono::milliseconds limit = 3000ms) {
+    return eventually(
+        [&] {
+          for (int i = 0; i < size(); ++i)
+            if ((which & (1u << i)) && raw(i)({"GET", name}).str != value) return false;
+          return true;
+        },
+        limit);
+  }
+  // True once no node holds `value` under `name` (within `limit`, well below the TTLs: released,
+  // not expired).
+  bool none_left(const std::string& name, const std::string& value, std::chrono::milliseconds limit = 500ms) {
+    return eventually(
+        [&] {
+          for (int i = 0; i < size(); ++i)
+            if (raw(i)({"GET", name}).str == value) return false;
+          return true;
+        },
+        limit);
+  }
+
+  // redsync's TestMutexQuorum over `n` servers: every mask of nodes pre-filled with a foreign value;
+  // granted iff the free nodes are a majority, and nothing of ours left after a refusal.
+  void check_every_mask(int n) {
+    start(n);
+    for (unsigned mask = 0; mask < (1u << n); ++mask) {
+      SCOPED_TRACE("mask " + std::to_string(mask));
+      const std::string name = "quorum:" + std::to_string(mask);
+      for (int i = 0; i < n; ++i)
+        if (mask & (1u << i)) {
+          ASSERT_TRUE(raw(i)({"SET", name, "foreign", "PX", "10000"}).is_ok());
+        }
+      auto rl = make(name, 5000ms);
+      const bool expected = n - std::popcount(mask) >= n / 2 + 1;
+      std::error_code ec;
+      const bool ok = rl.try_lock(ec);
+      EXPECT_FALSE(ec) << ec.message();
+      EXPECT_EQ(ok, expected);
+      const std::string value = rl.value();
+      ASSERT_EQ(value.size(), 32u);
+      for (int i = 0; i < n; ++i)
+        if (mask & (1u << i)) {
+          EXPECT_EQ(raw(i)({"GET", name}).str, "foreign") << "node " << i;
+        }
+      if (ok) {
+        EXPECT_TRUE(rl.valid());
+        EXPECT_TRUE(all_hold(name, value, ~mask)) << "our value on every free node";
+        rl.unlock();
+      }
+      EXPECT_TRUE(none_left(name, value)) << "a key of ours was left";
+    }
+  }
+
+  std::vector<std::unique_ptr<redis_server>> extra_;
+  std::vector<std::unique_ptr<client>> clients_;
+  std::vector<std::unique_ptr<raw_client>> raws_;
+};
+
+TEST_F(redlock_test, quorum_for_every_mask_of_3_nodes_and_nothing_of_ours_left) { check_every_mask(3); }
+
+TEST_F(redlock_test, quorum_for_every_mask_of_5_nodes_and_nothing_of_ours_left) { check_every_mask(5); }
+
+TEST_F(redlock_test, defaults_and_misuse) {
+  start(3);
+  redlock rl(nodes(), "defaults");
+  EXPECT_EQ(rl.size(), 3u);
+  EXPECT_EQ(rl.ttl(), 1000ms);  // the first client's watchdog_timeout
+  EXPECT_EQ(rl.node_timeout(), 50ms);
+  EXPECT_FALSE(rl.valid());
+  std::error_code ec;
+  rl.unlock(ec);
+  EXPECT_EQ(ec, errc::not_owner);
+  ASSERT_TRUE(rl.try_lock());
+  EXPECT_FALSE(rl.try_lock(100ms, ec));
+  EXPECT_EQ(ec, errc::would_deadlock);
+  EXPECT_GT(rl.valid_until(), steady::now() + 500ms);
+  rl.unlock();
+  EXPECT_FALSE(rl.valid());
+  EXPECT_THROW(redlock({}, "x"), error);
+  EXPECT_THROW(redlock(nodes(), ""), error);
+}
+
+TEST_F(redlock_test, a_stopped_node_costs_at_most_its_timeout_and_two_of_three_grant) {
+  start(3);
+  srv(2).pause();
+  auto rl = make("stopped");
+  auto t0 = steady::now();
+  ASSERT_TRUE(rl.try_lock());
+  EXPECT_LT(ms_since(t0), 500);
+  EXPECT_TRUE(rl.valid());
+  rl.unlock();  // node 2 times out; the two others delete: released
+
+  // Two nodes stopped: no quorum; the attempt ends at the per-node timeout, not later.
+  srv(1).pause();
+  auto other = make("stopped2");
+  t0 = steady::now();
+  EXPECT_FALSE(other.try_lock());
+  EXPECT_LT(ms_since(t0), 500);
+  const std::string value = other.value();
+  srv(1).resume();
+  srv(2).resume();
+  EXPECT_TRUE(none_left("stopped2", value)) << "the release reaches the stopped nodes behind the SET";
+}
+
+TEST_F(redlock_test, the_watchdog_keeps_the_lock_and_retakes_a_node_restarted_empty) {
+  start(3);
+  auto rl = make("kept");
+  ASSERT_TRUE(rl.try_lock());
+  const std::string value = rl.value();
+  ASSERT_TRUE(all_hold("kept", value));
+  auto t0 = steady::now();
+  bool always_valid = true;
+  while (ms_since(t0) < 3500) {  // three and a half TTLs
+    always_valid = always_valid && rl.valid();
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(always_valid);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(raw(i)({"GET", "kept"}).str, value);
+
+  ASSERT_TRUE(raw(1)({"FLUSHALL"}).is_ok());
+  EXPECT_TRUE(eventually([&] { return raw(1)({"GET", "kept"}).str == value; }, 3000ms)) << "re-taken after FLUSHALL";
+
+  raws_.at(2).reset();
+  srv(2).restart();  // empty: no persistence
+  raws_.at(2) = std::make_unique<raw_client>(srv(2).client());
+  EXPECT_TRUE(eventually([&] { return raw(2)({"GET", "kept"}).str == value; }, 5000ms)) << "re-taken after a restart";
+  EXPECT_TRUE(rl.valid());
+  rl.unlock();
+  EXPECT_TRUE(none_left("kept", value, 100ms));
+}
+
+TEST_F(redlock_test, two_of_three_taken_while_held_is_lost_within_about_one_interval) {
+  start(3);
+  auto rl = make("taken");
+  std::mutex mu;
+  std::optional<lost_info> told;
+  std::atomic<int> calls{0};
+  rl.on_lost([&](const lost_info& i) {
+    std::lock_guard<std::mutex> g(mu);
+    told = i;
+    ++calls;
+  });
+  ASSERT_TRUE(rl.try_lock());
+  const std::string value = rl.value();
+  ASSERT_TRUE(all_hold("taken", value));
+  ASSERT_TRUE(raw(0)({"DEL", "taken"}).integer == 1);
+  ASSERT_TRUE(raw(0)({"SET", "taken", "other", "PX", "10000"}).is_ok());
+  ASSERT_TRUE(raw(1)({"DEL", "taken"}).integer == 1);
+  ASSERT_TRUE(raw(1)({"SET", "taken", "other", "PX", "10000"}).is_ok());
+  auto t0 = steady::now();
+  ASSERT_TRUE(eventually([&] { return calls.load() > 0; }, 3000ms));
+  EXPECT_LT(ms_since(t0), 1000);  // a round every 333 ms
+  {
+    std::lock_guard<std::mutex> g(mu);
+    EXPECT_EQ(told->reason, lost_reason::taken);
+    EXPECT_EQ(told->name, "taken");
+  }
+  EXPECT_FALSE(rl.valid());
+  EXPECT_TRUE(none_left("taken", value)) << "our value left on node 2 is released";
+  EXPECT_EQ(raw(0)({"GET", "taken"}).str, "other");
+  std::error_code ec;
+  rl.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(redlock_test, eight_contenders_exclude_each_other_and_all_finish) {
+  start(3);
+  constexpr int threads = 8;
+  constexpr int rounds = 5;
+  std::atomic<int> inside{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> done{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> ts;
+  auto t0 = steady::now();
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&] {
+      auto rl = make("contended", 2000ms);
+      for (int r = 0; r < rounds; ++r) {
+        std::error_code ec;
+        rl.lock(ec);
+        if (ec) {
+          ++errors;
+          return;
+        }
+        if (inside.fetch_add(1) != 0) ++overlaps;
+        std::this_thread::sleep_for(5ms);
+        inside.fetch_sub(1);
+        rl.unlock(ec);
+        if (ec) ++errors;
+        ++done;
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(overlaps.load(), 0);
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(done.load(), threads * rounds);
+  EXPECT_LT(ms_since(t0), 60000);
+}
+
+TEST_F(redlock_test, interop_with_the_redsync_and_node_redlock_layout) {
+  start(3);
+  // Their holder: SET name value NX PX ttl on a majority.
+  ASSERT_TRUE(raw(0)({"SET", "shared", "theirs", "NX", "PX", "5000"}).is_ok());
+  ASSERT_TRUE(raw(1)({"SET", "shared", "theirs", "NX", "PX", "5000"}).is_ok());
+  auto rl = make("shared");
+  EXPECT_FALSE(rl.try_lock(200ms));
+  EXPECT_EQ(raw(0)({"GET", "shared"}).str, "theirs");
+  EXPECT_EQ(raw(1)({"GET", "shared"}).str, "theirs");
+  EXPECT_TRUE(none_left("shared", rl.value()));
+
+  // Their release (compare-and-delete) of their value.
+  const char* release = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(raw(i)({"EVAL", release, "1", "shared", "theirs"}).integer, 1);
+
+  ASSERT_TRUE(rl.try_lock());
+  const std::string value = rl.value();
+  ASSERT_TRUE(all_hold("shared", value));
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(raw(i)({"TYPE", "shared"}).str, "string");
+    EXPECT_EQ(raw(i)({"GET", "shared"}).str, value);
+    auto pttl = raw(i)({"PTTL", "shared"}).integer;
+    EXPECT_GT(pttl, 0);
+    EXPECT_LE(pttl, 1000);
+  }
+  // Their SET NX is refused, their release of their own value leaves ours.
+  EXPECT_TRUE(raw(2)({"SET", "shared", "theirs", "NX", "PX", "5000"}).is_nil());
+  EXPECT_EQ(raw(2)({"EVAL", release, "1", "shared", "theirs"}).integer, 0);
+  EXPECT_EQ(raw(2)({"GET", "shared"}).str, value);
+  rl.unlock();
+  EXPECT_TRUE(none_left("shared", value, 100ms));
+}
+
+}  // namespace
+}  // namespace redlease::test
