@@ -225,6 +225,110 @@ TEST_F(redlock_test, two_of_three_taken_while_held_is_lost_within_about_one_inte
   EXPECT_EQ(calls.load(), 1);
 }
 
+// What on_lost told, from any thread.
+struct lost_log {
+  std::mutex mu;
+  std::vector<lost_info> told;
+  lost_handler hook() {
+    return [this](const lost_info& i) {
+      std::lock_guard<std::mutex> g(mu);
+      told.push_back(i);
+    };
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> g(mu);
+    return told.size();
+  }
+  lost_reason first() {
+    std::lock_guard<std::mutex> g(mu);
+    return told.at(0).reason;
+  }
+};
+
+TEST_F(redlock_test, two_of_three_restarted_empty_at_once_are_retaken_not_lost) {
+  start(3);
+  auto rl = make("eroded");
+  lost_log lost;
+  rl.on_lost(lost.hook());
+  ASSERT_TRUE(rl.try_lock());
+  const std::string value = rl.value();
+  ASSERT_TRUE(all_hold("eroded", value));
+  ASSERT_TRUE(raw(0)({"FLUSHALL"}).is_ok());
+  ASSERT_TRUE(raw(2)({"FLUSHALL"}).is_ok());
+  EXPECT_TRUE(all_hold("eroded", value, ~0u, 2000ms)) << "both re-taken";
+  EXPECT_TRUE(rl.valid());
+  EXPECT_EQ(lost.count(), 0u);
+  rl.unlock();
+}
+
+TEST_F(redlock_test, without_retake_two_of_three_deleted_is_lost_deleted) {
+  start(3);
+  redlock_options o;
+  o.ttl = 1000ms;
+  o.retake = false;
+  redlock rl(nodes(), "deleted", o);
+  lost_log lost;
+  rl.on_lost(lost.hook());
+  ASSERT_TRUE(rl.try_lock());
+  ASSERT_TRUE(all_hold("deleted", rl.value()));
+  ASSERT_EQ(raw(0)({"DEL", "deleted"}).integer, 1);
+  ASSERT_EQ(raw(1)({"DEL", "deleted"}).integer, 1);
+  auto t0 = steady::now();
+  ASSERT_TRUE(eventually([&] { return lost.count() > 0; }, 3000ms));
+  EXPECT_LT(ms_since(t0), 1000);
+  EXPECT_EQ(lost.first(), lost_reason::deleted);
+  EXPECT_FALSE(rl.valid());
+  EXPECT_TRUE(none_left("deleted", rl.value()));
+  std::error_code ec;
+  rl.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+}
+
+TEST_F(redlock_test, a_majority_that_stops_answering_is_lost_when_the_validity_ends) {
+  start(3);
+  auto rl = make("silent");
+  lost_log lost;
+  rl.on_lost(lost.hook());
+  ASSERT_TRUE(rl.try_lock());
+  srv(1).pause();
+  srv(2).pause();
+  auto until = rl.valid_until();
+  ASSERT_TRUE(eventually([&] { return lost.count() > 0; }, 3000ms));
+  EXPECT_GE(steady::now(), until);  // the lease stood until its validity, not longer
+  EXPECT_LT(steady::now(), until + 500ms);
+  EXPECT_EQ(lost.first(), lost_reason::expired);
+  EXPECT_FALSE(rl.valid());
+  srv(1).resume();
+  srv(2).resume();
+  std::error_code ec;
+  rl.unlock(ec);
+  EXPECT_EQ(ec, errc::lock_lost);
+  EXPECT_EQ(lost.count(), 1u);
+}
+
+TEST_F(redlock_test, the_validity_shrinks_with_slow_nodes_and_an_attempt_past_the_ttl_fails) {
+  start(3);
+  redlock_options o;
+  o.ttl = 1000ms;
+  o.node_timeout = 3000ms;  // let the slow nodes' answers count
+  redlock rl(nodes(), "slow", o);
+  ASSERT_TRUE(raw(1)({"CLIENT", "PAUSE", "400"}).is_ok());
+  ASSERT_TRUE(raw(2)({"CLIENT", "PAUSE", "400"}).is_ok());
+  auto t0 = steady::now();
+  ASSERT_TRUE(rl.try_lock());
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_LT(rl.valid_until() - steady::now(), 700ms);  // the TTL minus the attempt's time
+  rl.unlock();
+
+  ASSERT_TRUE(raw(1)({"CLIENT", "PAUSE", "1300"}).is_ok());
+  ASSERT_TRUE(raw(2)({"CLIENT", "PAUSE", "1300"}).is_ok());
+  t0 = steady::now();
+  EXPECT_FALSE(rl.try_lock()) << "a majority granted only after the validity ran out";
+  EXPECT_LT(ms_since(t0), 1200);  // decided when the validity ran out
+  const std::string value = rl.value();
+  EXPECT_TRUE(none_left("slow", value, 1000ms)) << "released behind the late grants, before their TTL";
+}
+
 TEST_F(redlock_test, eight_contenders_exclude_each_other_and_all_finish) {
   start(3);
   constexpr int threads = 8;
