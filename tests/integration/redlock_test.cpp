@@ -19,6 +19,26 @@
 namespace redlease::test {
 namespace {
 
+// What on_lost told, from any thread.
+struct lost_log {
+  std::mutex mu;
+  std::vector<lost_info> told;
+  lost_handler hook() {
+    return [this](const lost_info& i) {
+      std::lock_guard<std::mutex> g(mu);
+      told.push_back(i);
+    };
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> g(mu);
+    return told.size();
+  }
+  lost_reason first() {
+    std::lock_guard<std::mutex> g(mu);
+    return told.at(0).reason;
+  }
+};
+
 class redlock_test : public redis_fixture {
  protected:
   // Starts `n` servers in all (the fixture's and n − 1 more) and one client on each.
@@ -54,6 +74,20 @@ class redlock_test : public redis_fixture {
     redlock_options o;
     o.ttl = ttl;
     return redlock(nodes(), name, o);
+  }
+  // A RedLock on `name` acquired (or the test failed), on_lost told to `lost`, our value on every
+  // node (the last grants may land after the majority's).
+  redlock held(const std::string& name, lost_log& lost, redlock_options o = ttl_1s()) {
+    redlock rl(nodes(), name, o);
+    rl.on_lost(lost.hook());
+    EXPECT_TRUE(rl.try_lock());
+    EXPECT_TRUE(all_hold(name, rl.value()));
+    return rl;
+  }
+  static redlock_options ttl_1s() {
+    redlock_options o;
+    o.ttl = 1000ms;
+    return o;
   }
   // True once every node in `which` (all by default) holds `value` under `name` (within `limit`):
   // the lock is granted at a majority's answers, the other nodes' grants may land just after.
@@ -191,29 +225,20 @@ TEST_F(redlock_test, the_watchdog_keeps_the_lock_and_retakes_a_node_restarted_em
 
 TEST_F(redlock_test, two_of_three_taken_while_held_is_lost_within_about_one_interval) {
   start(3);
-  auto rl = make("taken");
-  std::mutex mu;
-  std::optional<lost_info> told;
-  std::atomic<int> calls{0};
-  rl.on_lost([&](const lost_info& i) {
-    std::lock_guard<std::mutex> g(mu);
-    told = i;
-    ++calls;
-  });
-  ASSERT_TRUE(rl.try_lock());
+  lost_log lost;
+  auto rl = held("taken", lost);
   const std::string value = rl.value();
-  ASSERT_TRUE(all_hold("taken", value));
-  ASSERT_TRUE(raw(0)({"DEL", "taken"}).integer == 1);
-  ASSERT_TRUE(raw(0)({"SET", "taken", "other", "PX", "10000"}).is_ok());
-  ASSERT_TRUE(raw(1)({"DEL", "taken"}).integer == 1);
-  ASSERT_TRUE(raw(1)({"SET", "taken", "other", "PX", "10000"}).is_ok());
+  for (int i = 0; i < 2; ++i) {  // DEL + SET another value
+    ASSERT_EQ(raw(i)({"DEL", "taken"}).integer, 1);
+    ASSERT_TRUE(raw(i)({"SET", "taken", "other", "PX", "10000"}).is_ok());
+  }
   auto t0 = steady::now();
-  ASSERT_TRUE(eventually([&] { return calls.load() > 0; }, 3000ms));
+  ASSERT_TRUE(eventually([&] { return lost.count() > 0; }, 3000ms));
   EXPECT_LT(ms_since(t0), 1000);  // a round every 333 ms
+  EXPECT_EQ(lost.first(), lost_reason::taken);
   {
-    std::lock_guard<std::mutex> g(mu);
-    EXPECT_EQ(told->reason, lost_reason::taken);
-    EXPECT_EQ(told->name, "taken");
+    std::lock_guard<std::mutex> g(lost.mu);
+    EXPECT_EQ(lost.told.at(0).name, "taken");
   }
   EXPECT_FALSE(rl.valid());
   EXPECT_TRUE(none_left("taken", value)) << "our value left on node 2 is released";
@@ -222,37 +247,14 @@ TEST_F(redlock_test, two_of_three_taken_while_held_is_lost_within_about_one_inte
   rl.unlock(ec);
   EXPECT_EQ(ec, errc::lock_lost);
   std::this_thread::sleep_for(400ms);
-  EXPECT_EQ(calls.load(), 1);
+  EXPECT_EQ(lost.count(), 1u);
 }
-
-// What on_lost told, from any thread.
-struct lost_log {
-  std::mutex mu;
-  std::vector<lost_info> told;
-  lost_handler hook() {
-    return [this](const lost_info& i) {
-      std::lock_guard<std::mutex> g(mu);
-      told.push_back(i);
-    };
-  }
-  std::size_t count() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.size();
-  }
-  lost_reason first() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.at(0).reason;
-  }
-};
 
 TEST_F(redlock_test, two_of_three_restarted_empty_at_once_are_retaken_not_lost) {
   start(3);
-  auto rl = make("eroded");
   lost_log lost;
-  rl.on_lost(lost.hook());
-  ASSERT_TRUE(rl.try_lock());
+  auto rl = held("eroded", lost);
   const std::string value = rl.value();
-  ASSERT_TRUE(all_hold("eroded", value));
   ASSERT_TRUE(raw(0)({"FLUSHALL"}).is_ok());
   ASSERT_TRUE(raw(2)({"FLUSHALL"}).is_ok());
   EXPECT_TRUE(all_hold("eroded", value, ~0u, 2000ms)) << "both re-taken";
@@ -263,14 +265,10 @@ TEST_F(redlock_test, two_of_three_restarted_empty_at_once_are_retaken_not_lost) 
 
 TEST_F(redlock_test, without_retake_two_of_three_deleted_is_lost_deleted) {
   start(3);
-  redlock_options o;
-  o.ttl = 1000ms;
+  auto o = ttl_1s();
   o.retake = false;
-  redlock rl(nodes(), "deleted", o);
   lost_log lost;
-  rl.on_lost(lost.hook());
-  ASSERT_TRUE(rl.try_lock());
-  ASSERT_TRUE(all_hold("deleted", rl.value()));
+  auto rl = held("deleted", lost, o);
   ASSERT_EQ(raw(0)({"DEL", "deleted"}).integer, 1);
   ASSERT_EQ(raw(1)({"DEL", "deleted"}).integer, 1);
   auto t0 = steady::now();
@@ -286,10 +284,8 @@ TEST_F(redlock_test, without_retake_two_of_three_deleted_is_lost_deleted) {
 
 TEST_F(redlock_test, a_majority_that_stops_answering_is_lost_when_the_validity_ends) {
   start(3);
-  auto rl = make("silent");
   lost_log lost;
-  rl.on_lost(lost.hook());
-  ASSERT_TRUE(rl.try_lock());
+  auto rl = held("silent", lost);
   srv(1).pause();
   srv(2).pause();
   auto until = rl.valid_until();
