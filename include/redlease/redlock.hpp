@@ -4,6 +4,9 @@
 /// with redsync and node-redlock on the same servers. docs/redlock.md describes it.
 #pragma once
 
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -12,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "redlease/detail/async.hpp"
 #include "redlease/lock.hpp"
 
 namespace redlease {
@@ -107,6 +111,32 @@ class redlock {
   /// As above; on failure sets `ec`.
   void unlock(std::error_code& ec);
 
+  /// Attempts until acquired or `wait` passed, without blocking (zero: one attempt). Completion
+  /// signature `void(std::error_code, bool acquired)`, posted to the handler's executor (the first
+  /// client's when it has none), never run inside this call. A refusal is `false` with no error;
+  /// `would_deadlock` while the handle holds or is acquiring; `invalid_argument` for a negative
+  /// wait. Per-operation cancellation is not supported: the attempt ends by itself within `wait`.
+  template <class CompletionToken>
+  auto async_try_lock(std::chrono::milliseconds wait, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this](auto handler, std::chrono::milliseconds w) {
+          async_try_lock_impl(w, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token, wait);
+  }
+  /// Releases as `unlock()` does, without blocking. Completion signature `void(std::error_code)`,
+  /// posted to the handler's executor (the first client's when it has none).
+  template <class CompletionToken>
+  auto async_unlock(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [this](auto handler) {
+          async_unlock_impl(detail::erase_handler<std::error_code>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// The executor the handle's timers and callbacks run on: the first client's. Thread-safe.
+  asio::any_io_executor executor() const noexcept;
+
   /// Until when the lock is surely held (steady clock): the last validity a majority gave. A time in
   /// the past when not held.
   std::chrono::steady_clock::time_point valid_until() const;
@@ -132,6 +162,8 @@ class redlock {
   std::string value() const;
 
  private:
+  void async_try_lock_impl(std::chrono::milliseconds wait, detail::unique_function<void(std::error_code, bool)> h);
+  void async_unlock_impl(detail::unique_function<void(std::error_code)> h);
   std::shared_ptr<detail::redlock_impl> impl_;
 };
 

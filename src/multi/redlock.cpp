@@ -92,6 +92,8 @@ bool redlock_impl::current(std::uint64_t op) const {
   return op == op_;
 }
 
+asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.front()->executor(); }
+
 bool redlock_impl::home_closed() const noexcept { return nodes_.front()->closed(); }
 
 redlock_clock::time_point redlock_impl::valid_until() const {
@@ -110,6 +112,10 @@ std::string redlock_impl::value() const {
 }
 
 void redlock_impl::post_home(std::function<void()> fn) { nodes_.front()->post(std::move(fn)); }
+
+void redlock_impl::post_home_or(std::function<void()> fn, const std::function<void()>& closed) {
+  if (!nodes_.front()->post(std::move(fn))) complete_inline([&] { closed(); });
+}
 
 arg_list redlock_impl::args_with_ttl() const {
   arg_list a;
@@ -168,7 +174,7 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done) {
     if (phase_ != phase::idle) {
       std::error_code ec = phase_ == phase::closed ? std::error_code(errc::client_closed)
                                                    : std::error_code(errc::would_deadlock);
-      post_home([done, ec] { done(ec, false); });
+      post_home_or([done, ec] { done(ec, false); }, [done, ec] { done(ec, false); });
       return;
     }
     phase_ = phase::acquiring;
@@ -176,12 +182,14 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done) {
     lost_ = false;
     value_ = random_token();  // one value for every node and every attempt of this acquisition
   }
-  post_home([self = shared_from_this(), op, wait_until, done = std::move(done)]() mutable {
-    self->acquire_done_ = std::move(done);
-    self->wait_until_ = wait_until;
-    self->acq_.emplace(self->nodes_.size(), self->ttl, self->backoff_);
-    self->start_attempt(op);
-  });
+  post_home_or(
+      [self = shared_from_this(), op, wait_until, done]() mutable {
+        self->acquire_done_ = std::move(done);
+        self->wait_until_ = wait_until;
+        self->acq_.emplace(self->nodes_.size(), self->ttl, self->backoff_);
+        self->start_attempt(op);
+      },
+      [done] { done(errc::client_closed, false); });
 }
 
 void redlock_impl::start_attempt(std::uint64_t op) {
@@ -337,14 +345,14 @@ void redlock_impl::release(release_done done) {
     if (phase_ != phase::held) {
       std::error_code ec = phase_ == phase::closed ? std::error_code(errc::client_closed)
                                                    : std::error_code(errc::not_owner);
-      post_home([done, ec] { done(ec); });
+      post_home_or([done, ec] { done(ec); }, [done, ec] { done(ec); });
       return;
     }
     was_lost = lost_;
     phase_ = phase::releasing;
     op = ++op_;
   }
-  post_home([self = shared_from_this(), op, was_lost, done = std::move(done)]() mutable {
+  post_home_or([self = shared_from_this(), op, was_lost, done]() mutable {
     ++self->timer_gen_;
     ++self->expiry_gen_;
     self->timer_.cancel();
@@ -358,7 +366,7 @@ void redlock_impl::release(release_done done) {
       return done(errc::lock_lost);
     }
     self->do_release(op, std::move(done));
-  });
+  }, [done] { done(errc::client_closed); });
 }
 
 void redlock_impl::do_release(std::uint64_t op, release_done done) {
@@ -509,15 +517,36 @@ bool acquire_sync(detail::redlock_impl& impl, detail::redlock_clock::time_point 
 }
 }  // namespace
 
+namespace {
+// The end of a wait from now; a wait of a century or more has none.
+detail::redlock_clock::time_point wait_end(std::chrono::milliseconds wait) {
+  auto now = detail::redlock_clock::now();
+  return wait > std::chrono::hours(24 * 365 * 100) ? detail::redlock_clock::time_point::max() : now + wait;
+}
+}  // namespace
+
 bool redlock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
   if (wait.count() < 0) {
     ec = errc::invalid_argument;
     return false;
   }
-  auto now = detail::redlock_clock::now();
-  auto until = wait > std::chrono::hours(24 * 365 * 100) ? detail::redlock_clock::time_point::max() : now + wait;
-  return acquire_sync(*impl_, until, ec);
+  return acquire_sync(*impl_, wait_end(wait), ec);
 }
+
+void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
+                                  detail::unique_function<void(std::error_code, bool)> h) {
+  // The completion is posted by `h` itself (erase_handler): never inside this call.
+  auto shared = std::make_shared<detail::unique_function<void(std::error_code, bool)>>(std::move(h));
+  if (wait.count() < 0) return (*shared)(errc::invalid_argument, false);
+  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); });
+}
+
+void redlock::async_unlock_impl(detail::unique_function<void(std::error_code)> h) {
+  auto shared = std::make_shared<detail::unique_function<void(std::error_code)>>(std::move(h));
+  impl_->release([shared](std::error_code ec) { (*shared)(ec); });
+}
+
+asio::any_io_executor redlock::executor() const noexcept { return impl_->executor(); }
 
 void redlock::lock() {
   std::error_code ec;

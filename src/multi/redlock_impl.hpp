@@ -57,6 +57,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// Whether `op` is still the operation under way.
   bool current(std::uint64_t op) const;
   std::size_t size() const noexcept { return nodes_.size(); }
+  /// The home executor: the first client's.
+  asio::any_io_executor executor() const noexcept;
 
   time_point valid_until() const;
   bool valid() const;
@@ -83,6 +85,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void arm(asio::steady_timer& t, time_point at, std::function<void()> fn);
   void do_release(std::uint64_t op, release_done done);
   void post_home(std::function<void()> fn);
+  // As post_home; once the home client is closed, runs `closed` here instead (a completion then
+  // goes to the system executor: the home executor runs nothing more).
+  void post_home_or(std::function<void()> fn, const std::function<void()>& closed);
   arg_list args_with_ttl() const;
 
   std::vector<std::shared_ptr<client_impl>> nodes_;  // declared before the timers: outlives them

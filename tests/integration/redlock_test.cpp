@@ -4,7 +4,10 @@
 // redsync and node-redlock (played with raw commands).
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
+
 #include <atomic>
+#include <future>
 #include <bit>
 #include <memory>
 #include <mutex>
@@ -172,6 +175,29 @@ TEST_F(redlock_test, defaults_and_misuse) {
   EXPECT_FALSE(rl.valid());
   EXPECT_THROW(redlock({}, "x"), error);
   EXPECT_THROW(redlock(nodes(), ""), error);
+}
+
+TEST_F(redlock_test, async_calls_complete_outside_the_initiating_call) {
+  start(3);
+  auto rl = make("async");
+  std::atomic<bool> returned{false};
+  std::atomic<bool> inline_call{false};
+  std::promise<std::pair<std::error_code, bool>> got;
+  rl.async_try_lock(1000ms, [&](std::error_code ec, bool ok) {
+    if (!returned.load()) inline_call = true;
+    got.set_value({ec, ok});
+  });
+  returned = true;
+  auto [ec, ok] = got.get_future().get();
+  EXPECT_FALSE(ec);
+  EXPECT_TRUE(ok);
+  EXPECT_FALSE(inline_call.load());
+  EXPECT_TRUE(rl.valid());
+  EXPECT_THROW(rl.async_try_lock(0ms, asio::use_future).get(), std::system_error);  // would_deadlock
+  rl.async_unlock(asio::use_future).get();
+  EXPECT_FALSE(rl.valid());
+  EXPECT_TRUE(none_left("async", rl.value(), 100ms));
+  EXPECT_THROW(rl.async_unlock(asio::use_future).get(), std::system_error);  // not_owner
 }
 
 TEST_F(redlock_test, a_stopped_node_costs_at_most_its_timeout_and_two_of_three_grant) {
