@@ -59,7 +59,8 @@ struct redlock_options {
 /// or the validity ran out.
 ///
 /// One handle is one holder: it is not reentrant, and a `lock` or `try_lock` on a handle that holds
-/// (or is acquiring) fails with `errc::would_deadlock`. RedLock gives no fencing token
+/// (or is acquiring) fails with `errc::would_deadlock`. A hold that was lost still counts until
+/// `unlock()`, which then says `errc::lock_lost`. RedLock gives no fencing token
 /// (docs/redlock.md, "Fencing").
 ///
 /// Thread-safety: every member function may be called from any thread. The blocking calls must not
