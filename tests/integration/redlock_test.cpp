@@ -18,6 +18,7 @@
 #include "lock_test_support.hpp"
 #include "raw_client.hpp"
 #include "redlease/redlock.hpp"
+#include "redlease_lua.hpp"
 
 namespace redlease::test {
 namespace {
@@ -156,6 +157,32 @@ class redlock_test : public redis_fixture {
 TEST_F(redlock_test, quorum_for_every_mask_of_3_nodes_and_nothing_of_ours_left) { check_every_mask(3); }
 
 TEST_F(redlock_test, quorum_for_every_mask_of_5_nodes_and_nothing_of_ours_left) { check_every_mask(5); }
+
+// The per-node scripts answer what the driver maps to the fsm's node_answer.
+TEST_F(redlock_test, the_scripts_answer_granted_ours_taken_missing) {
+  start(1);
+  auto eval = [&](const detail::lua_script& sc, std::vector<std::string> args) {
+    std::vector<std::string> cmd{"EVAL", std::string(sc.body), "1", "k"};
+    cmd.insert(cmd.end(), args.begin(), args.end());
+    return raw(0).command(cmd);
+  };
+  const auto& acquire = detail::lua::redlock_acquire;
+  const auto& extend = detail::lua::redlock_extend;
+  const auto& release = detail::lua::redlock_release;
+  EXPECT_EQ(eval(acquire, {"v", "1000"}).integer, 1);  // granted
+  EXPECT_EQ(eval(acquire, {"v", "5000"}).integer, 2);  // ours: a leftover, its TTL set again
+  EXPECT_GT(raw(0)({"PTTL", "k"}).integer, 4000);
+  EXPECT_EQ(eval(acquire, {"w", "1000"}).integer, 0);  // taken
+  EXPECT_EQ(eval(extend, {"v", "9000"}).integer, 1);   // extended
+  EXPECT_GT(raw(0)({"PTTL", "k"}).integer, 8000);
+  EXPECT_EQ(eval(extend, {"w", "1000"}).integer, -1);  // taken
+  EXPECT_EQ(eval(release, {"w"}).integer, -1);         // not ours: left alone
+  EXPECT_EQ(raw(0)({"GET", "k"}).str, "v");
+  EXPECT_EQ(eval(release, {"v"}).integer, 1);          // released
+  EXPECT_EQ(eval(release, {"v"}).integer, 0);          // missing
+  EXPECT_EQ(eval(extend, {"v", "1000"}).integer, 0);   // missing: to be re-taken
+  EXPECT_EQ(raw(0)({"EXISTS", "k"}).integer, 0);
+}
 
 TEST_F(redlock_test, defaults_and_misuse) {
   start(3);
