@@ -92,6 +92,12 @@ bool redlock_impl::current(std::uint64_t op) const {
   return op == op_;
 }
 
+void redlock_impl::closed_for_good() {
+  std::lock_guard<std::mutex> g(mu_);
+  phase_ = phase::closed;
+  ++op_;
+}
+
 asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.front()->executor(); }
 
 bool redlock_impl::home_closed() const noexcept { return nodes_.front()->closed(); }
@@ -145,11 +151,12 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
   p->timer.async_wait([answer](std::error_code ec) {
     if (!ec) answer(errc::request_timeout, reply{});
   });
-  auto self = shared_from_this();
+  // Weak: a reply or a timer that outlives the handle (its client closed) keeps nothing alive.
+  std::weak_ptr<redlock_impl> w = weak_from_this();
   auto c = nodes_[node];
-  bool posted = c->post([self, c, s = &s, args = std::move(args), answer]() mutable {
-    c->exec_script(self->name, *s, std::move(args), [self, answer](std::error_code ec, reply r) mutable {
-      self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
+  bool posted = c->post([w, c, key = name, s = &s, args = std::move(args), answer]() mutable {
+    c->exec_script(key, *s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
+      if (auto self = w.lock()) self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
     });
   });
   if (!posted) post_home([answer] { answer(errc::client_closed, reply{}); });
@@ -159,8 +166,9 @@ void redlock_impl::arm(asio::steady_timer& t, time_point at, std::function<void(
   std::uint64_t& gen = &t == &timer_ ? timer_gen_ : expiry_gen_;
   std::uint64_t mine = ++gen;
   t.expires_at(at);
-  t.async_wait([self = shared_from_this(), &gen, mine, fn = std::move(fn)](std::error_code ec) {
-    if (ec || gen != mine) return;
+  t.async_wait([w = weak_from_this(), &gen, mine, fn = std::move(fn)](std::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self || gen != mine) return;
     fn();
   });
 }
@@ -189,7 +197,10 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done) {
         self->acq_.emplace(self->nodes_.size(), self->ttl, self->backoff_);
         self->start_attempt(op);
       },
-      [done] { done(errc::client_closed, false); });
+      [self = shared_from_this(), done] {
+        self->closed_for_good();
+        done(errc::client_closed, false);
+      });
 }
 
 void redlock_impl::start_attempt(std::uint64_t op) {
@@ -202,8 +213,9 @@ void redlock_impl::start_attempt(std::uint64_t op) {
     if (current(op)) on_acquire(op, acq_->resume(now()));
   });
   for (std::size_t i = 0; i < nodes_.size(); ++i)
-    send(i, lua::redlock_acquire, args_with_ttl(), [self = shared_from_this(), op, a, i](std::error_code ec, const reply& r) {
-      if (!self->current(op) || !self->acq_) return;
+    send(i, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, a, i](std::error_code ec, const reply& r) {
+      auto self = w.lock();
+      if (!self || !self->current(op) || !self->acq_) return;
       self->on_acquire(op, self->acq_->resume(a, i, acquire_answer(ec, r), now()));
     });
 }
@@ -284,8 +296,9 @@ void redlock_impl::start_round(std::uint64_t op) {
   if (n != redlock_extend_fsm::next::wait) return on_extend(op, round, 0, n);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     arg_list a = args_with_ttl();
-    send(i, lua::redlock_extend, std::move(a), [self = shared_from_this(), op, round, i](std::error_code ec, const reply& r) {
-      if (!self->current(op) || !self->ext_) return;
+    send(i, lua::redlock_extend, std::move(a), [w = weak_from_this(), op, round, i](std::error_code ec, const reply& r) {
+      auto self = w.lock();
+      if (!self || !self->current(op) || !self->ext_) return;
       self->on_extend(op, round, i, self->ext_->resume(round, i, compare_answer(ec, r), now()));
     });
   }
@@ -301,8 +314,9 @@ void redlock_impl::on_extend(std::uint64_t op, std::uint64_t round, std::size_t 
     case redlock_extend_fsm::next::none:
       return;
     case redlock_extend_fsm::next::retake:
-      send(node, lua::redlock_acquire, args_with_ttl(), [self = shared_from_this(), op, round, node](std::error_code ec, const reply& r) {
-        if (!self->current(op) || !self->ext_) return;
+      send(node, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, round, node](std::error_code ec, const reply& r) {
+        auto self = w.lock();
+        if (!self || !self->current(op) || !self->ext_) return;
         self->on_extend(op, round, node, self->ext_->resume(round, node, acquire_answer(ec, r), now()));
       });
       return;
@@ -366,7 +380,10 @@ void redlock_impl::release(release_done done) {
       return done(errc::lock_lost);
     }
     self->do_release(op, std::move(done));
-  }, [done] { done(errc::client_closed); });
+  }, [self = shared_from_this(), done] {
+    self->closed_for_good();
+    done(errc::client_closed);
+  });
 }
 
 void redlock_impl::do_release(std::uint64_t op, release_done done) {

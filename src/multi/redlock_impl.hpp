@@ -88,6 +88,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   // As post_home; once the home client is closed, runs `closed` here instead (a completion then
   // goes to the system executor: the home executor runs nothing more).
   void post_home_or(std::function<void()> fn, const std::function<void()>& closed);
+  // The home client is closed: every later call fails with client_closed.
+  void closed_for_good();
   arg_list args_with_ttl() const;
 
   std::vector<std::shared_ptr<client_impl>> nodes_;  // declared before the timers: outlives them

@@ -413,6 +413,25 @@ TEST_F(redlock_test, eight_contenders_exclude_each_other_and_all_finish) {
   EXPECT_LT(ms_since(t0), 60000);
 }
 
+TEST_F(redlock_test, closed_clients_fail_the_calls_without_hanging) {
+  start(3);
+  auto rl = make("closing");
+  ASSERT_TRUE(rl.try_lock());
+  const std::string value = rl.value();
+  clients_.at(2)->close();  // a minority gone: the release still reaches a majority
+  std::error_code ec;
+  rl.unlock(ec);
+  EXPECT_FALSE(ec) << ec.message();
+  ASSERT_TRUE(rl.try_lock());  // 2 of 3
+  clients_.at(0)->close();     // the first client runs the handle's timers: nothing completes now
+  auto t0 = steady::now();
+  rl.unlock(ec);
+  EXPECT_EQ(ec, errc::client_closed);
+  EXPECT_FALSE(rl.try_lock(ec));
+  EXPECT_EQ(ec, errc::client_closed);
+  EXPECT_LT(ms_since(t0), 1000);
+}
+
 TEST_F(redlock_test, interop_with_the_redsync_and_node_redlock_layout) {
   start(3);
   // Their holder: SET name value NX PX ttl on a majority.
