@@ -65,8 +65,9 @@ struct redlock_options {
 ///
 /// Thread-safety: every member function may be called from any thread. The blocking calls must not
 /// be made on any of the clients' I/O threads (nor, with an executor you supplied, on a thread that
-/// runs it): they fail with `errc::would_deadlock` there. The clients must stay open while the
-/// handle is in use; their I/O threads run the handle's timers and callbacks (the first client's).
+/// runs it): they fail with `errc::would_deadlock` there. The first client's I/O thread runs the
+/// handle's timers and callbacks. A closed client's node counts as not answering; once the first
+/// client is closed, every call fails with `errc::client_closed` (a held lock expires with its TTL).
 class redlock {
  public:
   /// A RedLock named `name` over `nodes` (one client per master, in any order, each a distinct
