@@ -200,6 +200,8 @@ TEST_F(redlock_test, defaults_and_misuse) {
   EXPECT_GT(rl.valid_until(), steady::now() + 500ms);
   rl.unlock();
   EXPECT_FALSE(rl.valid());
+  redlock braced({*clients_[0], *clients_[1], *clients_[2]}, "braced");  // as docs/redlock.md writes it
+  EXPECT_EQ(braced.size(), 3u);
   EXPECT_THROW(redlock({}, "x"), error);
   EXPECT_THROW(redlock(nodes(), ""), error);
 }
