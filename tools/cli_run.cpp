@@ -115,6 +115,7 @@ const char* reason_name(lost_reason r) {
     case lost_reason::expired: return "expired";
     case lost_reason::deleted: return "deleted";
     case lost_reason::taken: return "taken";
+    case lost_reason::quorum: return "quorum";
   }
   return "unknown";
 }

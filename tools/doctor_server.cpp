@@ -231,6 +231,7 @@ static std::string user_of(std::string_view script) {
   if (starts("fair_")) return "the fair lock";
   if (starts("rw_")) return "the read-write lock";
   if (starts("stock_")) return "segmented stock";
+  if (starts("redlock_")) return "RedLock";
   if (script.find("fenced") != std::string_view::npos) return "fencing tokens";
   return "the reentrant lock and mutex";
 }

@@ -45,6 +45,9 @@ enum class lost_reason {
   expired,  ///< the lease deadline passed without a successful renewal (or the fixed lease ran out)
   deleted,  ///< a renewal found the key gone (deleted, expired on the server, server restarted)
   taken,    ///< a renewal found the key held by another owner
+  /// a RedLock (`redlease::redlock`) lost its majority to a mix of nodes taken by another value and
+  /// nodes without the key
+  quorum,
 };
 
 /// What an `on_lost` callback is told.

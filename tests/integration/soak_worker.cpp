@@ -64,6 +64,7 @@ const char* reason_name(redlease::lost_reason r) {
     case redlease::lost_reason::expired: return "expired";
     case redlease::lost_reason::deleted: return "deleted";
     case redlease::lost_reason::taken: return "taken";
+    case redlease::lost_reason::quorum: return "quorum";
   }
   return "unknown";
 }

@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: MIT
+// redlease::redlock: the RedLock mutex over N independent masters, a switch over the actions of
+// the decision core (redlock_fsm.hpp). docs/redlock.md, "The composition".
+#include "multi/redlock_impl.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdlib>
+#include <utility>
+
+#include "facade/client_impl.hpp"
+#include "random.hpp"
+#include "redlease/client.hpp"
+#include "redlease_lua.hpp"
+
+namespace redlease::detail {
+namespace {
+
+using namespace std::chrono_literals;
+
+redlock_clock::time_point now() { return redlock_clock::now(); }
+
+// A number in [0, 1) from the CSPRNG: the random part of a retry delay.
+double random_unit() {
+  std::string t = random_token();  // 32 hex digits
+  std::uint64_t v = std::strtoull(t.substr(0, 13).c_str(), nullptr, 16);  // 52 bits
+  return static_cast<double>(v) / static_cast<double>(std::uint64_t{1} << 52);
+}
+
+// redlock_acquire.lua: 1 granted, 2 ours, 0 taken.
+node_answer acquire_answer(std::error_code ec, const reply& r) {
+  if (ec || !r.is_integer()) return node_answer::unknown;
+  switch (r.integer) {
+    case 1: return node_answer::granted;
+    case 2: return node_answer::ours;
+    case 0: return node_answer::taken;
+    default: return node_answer::unknown;
+  }
+}
+
+// redlock_extend.lua and redlock_release.lua: 1 granted, 0 missing, -1 taken.
+node_answer compare_answer(std::error_code ec, const reply& r) {
+  if (ec || !r.is_integer()) return node_answer::unknown;
+  switch (r.integer) {
+    case 1: return node_answer::granted;
+    case 0: return node_answer::missing;
+    case -1: return node_answer::taken;
+    default: return node_answer::unknown;
+  }
+}
+
+lost_reason public_reason(redlock_loss l) {
+  switch (l) {
+    case redlock_loss::taken: return lost_reason::taken;
+    case redlock_loss::deleted: return lost_reason::deleted;
+    case redlock_loss::expired: return lost_reason::expired;
+    case redlock_loss::quorum: return lost_reason::quorum;
+  }
+  return lost_reason::quorum;
+}
+
+redlock_clock::duration default_ttl(const std::vector<std::shared_ptr<client_impl>>& nodes, const redlock_options& o) {
+  if (o.ttl.count() > 0) return o.ttl;
+  return nodes.front()->cfg().watchdog_timeout;
+}
+
+redlock_clock::duration default_node_timeout(redlock_clock::duration ttl, const redlock_options& o) {
+  if (o.node_timeout.count() > 0) return o.node_timeout;
+  return std::max<redlock_clock::duration>(50ms, ttl / 100);
+}
+
+}  // namespace
+
+redlock_impl::redlock_impl(std::vector<std::shared_ptr<client_impl>> nodes, std::string n, const redlock_options& o)
+    : name(std::move(n)),
+      ttl(default_ttl(nodes, o)),
+      node_timeout(default_node_timeout(ttl, o)),
+      nodes_(std::move(nodes)),
+      backoff_{o.retry_first, o.retry_cap},
+      retake_(o.retake),
+      interval_(ttl / 3),
+      timer_(nodes_.front()->executor()),
+      expiry_(nodes_.front()->executor()) {}
+
+bool redlock_impl::blocking_forbidden() const noexcept {
+  return std::any_of(nodes_.begin(), nodes_.end(),
+                     [](const auto& c) { return c->on_io_thread() || c->on_user_context(); });
+}
+
+bool redlock_impl::current(std::uint64_t op) const {
+  std::lock_guard<std::mutex> g(mu_);
+  return op == op_;
+}
+
+void redlock_impl::closed_for_good() {
+  std::lock_guard<std::mutex> g(mu_);
+  phase_ = phase::closed;
+  ++op_;
+}
+
+asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.front()->executor(); }
+
+bool redlock_impl::home_closed() const noexcept { return nodes_.front()->closed(); }
+
+redlock_clock::time_point redlock_impl::valid_until() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return phase_ == phase::held && !lost_ ? valid_until_ : time_point{};
+}
+
+bool redlock_impl::valid() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return phase_ == phase::held && !lost_ && now() < valid_until_;
+}
+
+std::string redlock_impl::value() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return value_;
+}
+
+void redlock_impl::post_home(std::function<void()> fn) { nodes_.front()->post(std::move(fn)); }
+
+void redlock_impl::post_home_or(std::function<void()> fn, const std::function<void()>& closed) {
+  if (!nodes_.front()->post(std::move(fn))) complete_inline([&] { closed(); });
+}
+
+arg_list redlock_impl::args_with_ttl() const {
+  arg_list a;
+  a.add(1).add(name).add(value_).add(static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count()));
+  return a;
+}
+
+// One request to one node, answered once on the home executor: its reply, or request_timeout
+// after node_timeout (a late reply is then read and dropped by the node's connection).
+void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, answer_fn on_answer) {
+  struct pending {
+    explicit pending(const asio::any_io_executor& ex) : timer(ex) {}
+    bool done = false;
+    asio::steady_timer timer;
+    answer_fn fn;
+  };
+  auto p = std::make_shared<pending>(nodes_.front()->executor());
+  p->fn = std::move(on_answer);
+  auto answer = [p](std::error_code ec, const reply& r) {
+    if (p->done) return;
+    p->done = true;
+    p->timer.cancel();
+    auto fn = std::move(p->fn);
+    fn(ec, r);
+  };
+  p->timer.expires_after(node_timeout);
+  p->timer.async_wait([answer](std::error_code ec) {
+    if (!ec) answer(errc::request_timeout, reply{});
+  });
+  // Weak: a reply or a timer that outlives the handle (its client closed) keeps nothing alive.
+  std::weak_ptr<redlock_impl> w = weak_from_this();
+  auto c = nodes_[node];
+  bool posted = c->post([w, c, key = name, s = &s, args = std::move(args), answer]() mutable {
+    c->exec_script(key, *s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
+      if (auto self = w.lock()) self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
+    });
+  });
+  if (!posted) post_home([answer] { answer(errc::client_closed, reply{}); });
+}
+
+void redlock_impl::arm(asio::steady_timer& t, time_point at, std::function<void()> fn) {
+  std::uint64_t& gen = &t == &timer_ ? timer_gen_ : expiry_gen_;
+  std::uint64_t mine = ++gen;
+  t.expires_at(at);
+  t.async_wait([w = weak_from_this(), &gen, mine, fn = std::move(fn)](std::error_code ec) {
+    auto self = w.lock();
+    if (ec || !self || gen != mine) return;
+    fn();
+  });
+}
+
+// --- acquisition -----------------------------------------------------------------------------
+
+void redlock_impl::acquire(time_point wait_until, acquire_done done) {
+  std::uint64_t op;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (phase_ != phase::idle) {
+      std::error_code ec = phase_ == phase::closed ? std::error_code(errc::client_closed)
+                                                   : std::error_code(errc::would_deadlock);
+      post_home_or([done, ec] { done(ec, false); }, [done, ec] { done(ec, false); });
+      return;
+    }
+    phase_ = phase::acquiring;
+    op = ++op_;
+    lost_ = false;
+    value_ = random_token();  // one value for every node and every attempt of this acquisition
+  }
+  post_home_or(
+      [self = shared_from_this(), op, wait_until, done]() mutable {
+        self->acquire_done_ = std::move(done);
+        self->wait_until_ = wait_until;
+        self->acq_.emplace(self->nodes_.size(), self->ttl, self->backoff_);
+        self->start_attempt(op);
+      },
+      [self = shared_from_this(), done] {
+        self->closed_for_good();
+        done(errc::client_closed, false);
+      });
+}
+
+void redlock_impl::start_attempt(std::uint64_t op) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (op != op_) return;
+  }
+  auto a = acq_->start(now());
+  arm(timer_, acq_->decide_by(), [this, op] {
+    if (current(op)) on_acquire(op, acq_->resume(now()));
+  });
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    send(i, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, a, i](std::error_code ec, const reply& r) {
+      auto self = w.lock();
+      if (!self || !self->current(op) || !self->acq_) return;
+      self->on_acquire(op, self->acq_->resume(a, i, acquire_answer(ec, r), now()));
+    });
+}
+
+void redlock_impl::on_acquire(std::uint64_t op, redlock_acquire_fsm::next n) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (op != op_ || phase_ != phase::acquiring) return;
+  }
+  switch (n) {
+    case redlock_acquire_fsm::next::wait:
+    case redlock_acquire_fsm::next::none:
+      return;
+    case redlock_acquire_fsm::next::acquired: {
+      ++timer_gen_;
+      timer_.cancel();
+      ext_.emplace(nodes_.size(), ttl, acq_->valid_until(), retake_);
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        phase_ = phase::held;
+        valid_until_ = acq_->valid_until();
+      }
+      arm_watchdog(op);
+      finish_acquire({}, true);
+      return;
+    }
+    case redlock_acquire_fsm::next::release_all: {
+      ++timer_gen_;
+      timer_.cancel();
+      release_everywhere();
+      auto d = acq_->after_release(now(), wait_until_, random_unit());
+      if (!d.again) {
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          phase_ = phase::idle;
+        }
+        finish_acquire({}, false);
+        return;
+      }
+      arm(timer_, now() + d.delay, [this, op] { start_attempt(op); });
+      return;
+    }
+  }
+}
+
+void redlock_impl::finish_acquire(std::error_code ec, bool ok) {
+  auto done = std::move(acquire_done_);
+  acquire_done_ = nullptr;
+  if (done) done(ec, ok);
+}
+
+// Compare-and-delete on every node, answers ignored: keys not deleted expire with their TTL.
+// Each node's connection sends it behind that node's earlier requests of this handle.
+void redlock_impl::release_everywhere() {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    arg_list a;
+    a.add(1).add(name).add(value_);
+    send(i, lua::redlock_release, std::move(a), [](std::error_code, const reply&) {});
+  }
+}
+
+// --- the watchdog ------------------------------------------------------------------------------
+
+void redlock_impl::arm_watchdog(std::uint64_t op) {
+  arm(timer_, ext_->due(now(), interval_), [this, op] { start_round(op); });
+  arm(expiry_, ext_->valid_until(), [this, op] {
+    if (current(op) && ext_) on_extend(op, ext_->round(), 0, ext_->resume(now()));
+  });
+}
+
+void redlock_impl::start_round(std::uint64_t op) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (op != op_ || phase_ != phase::held || lost_) return;
+  }
+  auto n = ext_->start(now());
+  auto round = ext_->round();
+  if (n != redlock_extend_fsm::next::wait) return on_extend(op, round, 0, n);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    arg_list a = args_with_ttl();
+    send(i, lua::redlock_extend, std::move(a), [w = weak_from_this(), op, round, i](std::error_code ec, const reply& r) {
+      auto self = w.lock();
+      if (!self || !self->current(op) || !self->ext_) return;
+      self->on_extend(op, round, i, self->ext_->resume(round, i, compare_answer(ec, r), now()));
+    });
+  }
+}
+
+void redlock_impl::on_extend(std::uint64_t op, std::uint64_t round, std::size_t node, redlock_extend_fsm::next n) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (op != op_ || phase_ != phase::held || lost_) return;
+  }
+  switch (n) {
+    case redlock_extend_fsm::next::wait:
+    case redlock_extend_fsm::next::none:
+      return;
+    case redlock_extend_fsm::next::retake:
+      send(node, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, round, node](std::error_code ec, const reply& r) {
+        auto self = w.lock();
+        if (!self || !self->current(op) || !self->ext_) return;
+        self->on_extend(op, round, node, self->ext_->resume(round, node, acquire_answer(ec, r), now()));
+      });
+      return;
+    case redlock_extend_fsm::next::extended:
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        valid_until_ = ext_->valid_until();
+      }
+      arm_watchdog(op);
+      return;
+    case redlock_extend_fsm::next::not_extended:
+      arm(timer_, ext_->due(now(), interval_), [this, op] { start_round(op); });
+      return;
+    case redlock_extend_fsm::next::lost: {
+      ++timer_gen_;
+      ++expiry_gen_;
+      timer_.cancel();
+      expiry_.cancel();
+      lost_info info;
+      info.name = name;
+      info.reason = public_reason(ext_->loss().value_or(redlock_loss::expired));
+      {
+        std::lock_guard<std::mutex> g(mu_);
+        lost_ = true;
+      }
+      release_everywhere();  // wherever our value is left
+      lost_cb_.call(nodes_.front()->cfg(), "redlock on_lost", info);
+      return;
+    }
+  }
+}
+
+// --- release -----------------------------------------------------------------------------------
+
+void redlock_impl::release(release_done done) {
+  std::uint64_t op;
+  bool was_lost;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    if (phase_ != phase::held) {
+      std::error_code ec = phase_ == phase::closed ? std::error_code(errc::client_closed)
+                                                   : std::error_code(errc::not_owner);
+      post_home_or([done, ec] { done(ec); }, [done, ec] { done(ec); });
+      return;
+    }
+    was_lost = lost_;
+    phase_ = phase::releasing;
+    op = ++op_;
+  }
+  post_home_or([self = shared_from_this(), op, was_lost, done]() mutable {
+    ++self->timer_gen_;
+    ++self->expiry_gen_;
+    self->timer_.cancel();
+    self->expiry_.cancel();
+    self->ext_.reset();
+    if (was_lost) {  // told to on_lost, released then
+      {
+        std::lock_guard<std::mutex> g(self->mu_);
+        if (op == self->op_) self->phase_ = phase::idle;
+      }
+      return done(errc::lock_lost);
+    }
+    self->do_release(op, std::move(done));
+  }, [self = shared_from_this(), done] {
+    self->closed_for_good();
+    done(errc::client_closed);
+  });
+}
+
+void redlock_impl::do_release(std::uint64_t op, release_done done) {
+  struct state {
+    explicit state(std::size_t n) : fsm(n) {}
+    redlock_release_fsm fsm;
+    std::error_code first_error;
+    release_done done;
+  };
+  auto st = std::make_shared<state>(nodes_.size());
+  st->done = std::move(done);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    arg_list a;
+    a.add(1).add(name).add(value_);
+    send(i, lua::redlock_release, std::move(a), [self = shared_from_this(), st, op, i](std::error_code ec, const reply& r) {
+      auto ans = compare_answer(ec, r);
+      if (ans == node_answer::unknown && !st->first_error)
+        st->first_error = ec ? ec : std::error_code(errc::bad_reply);
+      if (st->fsm.resume(i, ans) != redlock_release_fsm::next::done) return;
+      {
+        std::lock_guard<std::mutex> g(self->mu_);
+        if (op == self->op_) self->phase_ = phase::idle;
+      }
+      switch (st->fsm.outcome()) {
+        case redlock_release_fsm::result::released: return st->done({});
+        case redlock_release_fsm::result::not_held: return st->done(errc::lock_lost);
+        case redlock_release_fsm::result::unknown: return st->done(st->first_error);
+      }
+    });
+  }
+}
+
+void redlock_impl::shutdown() noexcept {
+  lost_cb_.set({});  // once this returns, on_lost is not running and never runs again
+  bool held;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    held = phase_ == phase::held && !lost_;
+    phase_ = phase::closed;
+    ++op_;
+  }
+  try {
+    post_home([self = shared_from_this(), held] {
+      ++self->timer_gen_;
+      ++self->expiry_gen_;
+      self->timer_.cancel();
+      self->expiry_.cancel();
+      if (held) self->release_everywhere();
+      self->ext_.reset();
+      self->finish_acquire(errc::operation_aborted, false);
+    });
+  } catch (...) {
+    // Out of memory: the keys expire with their TTL.
+  }
+}
+
+}  // namespace redlease::detail
+
+namespace redlease {
+
+namespace {
+
+// Waits on the calling thread for one completion of the impl.
+template <class T>
+struct sync_wait {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::error_code ec;
+  T value{};
+  void set(std::error_code e, T v) {
+    std::lock_guard<std::mutex> g(m);
+    ec = e;
+    value = std::move(v);
+    done = true;
+    cv.notify_all();
+  }
+  // Until set, or the home client closed (nothing completes then).
+  T get(const detail::redlock_impl& impl, std::error_code& out) {
+    std::unique_lock<std::mutex> g(m);
+    while (!done) {
+      if (cv.wait_for(g, std::chrono::milliseconds(50), [&] { return done; })) break;
+      if (impl.home_closed()) {
+        out = errc::client_closed;
+        return T{};
+      }
+    }
+    out = ec;
+    return value;
+  }
+};
+
+void check_options(const redlock_options& o) {
+  if (o.ttl.count() < 0 || o.node_timeout.count() < 0 || o.retry_first.count() <= 0 || o.retry_cap < o.retry_first)
+    throw error(errc::invalid_argument, "redlock: an option is out of range");
+}
+
+}  // namespace
+
+redlock::redlock(const std::vector<std::reference_wrapper<client>>& nodes, std::string name, redlock_options opts) {
+  if (nodes.empty()) throw error(errc::invalid_argument, "redlock: no node");
+  if (name.empty()) throw error(errc::invalid_argument, "redlock: empty name");
+  check_options(opts);
+  std::vector<std::shared_ptr<detail::client_impl>> impls;
+  impls.reserve(nodes.size());
+  for (client& c : nodes) {
+    if (!c.impl()) throw error(errc::invalid_argument, "redlock: a moved-from client");
+    impls.push_back(c.impl());
+  }
+  impl_ = std::make_shared<detail::redlock_impl>(std::move(impls), std::move(name), opts);
+}
+
+redlock::~redlock() {
+  if (impl_) impl_->shutdown();
+}
+
+redlock::redlock(redlock&&) noexcept = default;
+
+redlock& redlock::operator=(redlock&& o) noexcept {
+  if (this != &o) {
+    if (impl_) impl_->shutdown();
+    impl_ = std::move(o.impl_);
+  }
+  return *this;
+}
+
+bool redlock::try_lock() { return try_lock(std::chrono::milliseconds(0)); }
+
+bool redlock::try_lock(std::error_code& ec) { return try_lock(std::chrono::milliseconds(0), ec); }
+
+bool redlock::try_lock(std::chrono::milliseconds wait) {
+  std::error_code ec;
+  bool ok = try_lock(wait, ec);
+  throw_if(ec, "redlock::try_lock");
+  return ok;
+}
+
+namespace {
+bool acquire_sync(detail::redlock_impl& impl, detail::redlock_clock::time_point until, std::error_code& ec) {
+  ec.clear();
+  if (impl.blocking_forbidden()) {
+    ec = errc::would_deadlock;
+    return false;
+  }
+  auto w = std::make_shared<sync_wait<bool>>();
+  impl.acquire(until, [w](std::error_code e, bool ok) { w->set(e, ok); });
+  return w->get(impl, ec);
+}
+}  // namespace
+
+namespace {
+// The end of a wait from now; a wait of a century or more has none.
+detail::redlock_clock::time_point wait_end(std::chrono::milliseconds wait) {
+  auto now = detail::redlock_clock::now();
+  return wait > std::chrono::hours(24 * 365 * 100) ? detail::redlock_clock::time_point::max() : now + wait;
+}
+}  // namespace
+
+bool redlock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
+  if (wait.count() < 0) {
+    ec = errc::invalid_argument;
+    return false;
+  }
+  return acquire_sync(*impl_, wait_end(wait), ec);
+}
+
+void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
+                                  detail::unique_function<void(std::error_code, bool)> h) {
+  // The completion is posted by `h` itself (erase_handler): never inside this call.
+  auto shared = std::make_shared<detail::unique_function<void(std::error_code, bool)>>(std::move(h));
+  if (wait.count() < 0) return (*shared)(errc::invalid_argument, false);
+  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); });
+}
+
+void redlock::async_unlock_impl(detail::unique_function<void(std::error_code)> h) {
+  auto shared = std::make_shared<detail::unique_function<void(std::error_code)>>(std::move(h));
+  impl_->release([shared](std::error_code ec) { (*shared)(ec); });
+}
+
+asio::any_io_executor redlock::executor() const noexcept { return impl_->executor(); }
+
+void redlock::lock() {
+  std::error_code ec;
+  lock(ec);
+  throw_if(ec, "redlock::lock");
+}
+
+void redlock::lock(std::error_code& ec) {
+  while (!acquire_sync(*impl_, detail::redlock_clock::time_point::max(), ec))
+    if (ec) return;
+}
+
+void redlock::unlock() {
+  std::error_code ec;
+  unlock(ec);
+  throw_if(ec, "redlock::unlock");
+}
+
+void redlock::unlock(std::error_code& ec) {
+  ec.clear();
+  if (impl_->blocking_forbidden()) {
+    ec = errc::would_deadlock;
+    return;
+  }
+  auto w = std::make_shared<sync_wait<bool>>();
+  impl_->release([w](std::error_code e) { w->set(e, true); });
+  w->get(*impl_, ec);
+}
+
+std::chrono::steady_clock::time_point redlock::valid_until() const { return impl_->valid_until(); }
+bool redlock::valid() const { return impl_->valid(); }
+void redlock::on_lost(lost_handler cb) { impl_->set_on_lost(std::move(cb)); }
+const std::string& redlock::name() const noexcept { return impl_->name; }
+std::size_t redlock::size() const noexcept { return impl_->size(); }
+std::chrono::milliseconds redlock::ttl() const noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(impl_->ttl);
+}
+std::chrono::milliseconds redlock::node_timeout() const noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(impl_->node_timeout);
+}
+std::string redlock::value() const { return impl_->value(); }
+
+}  // namespace redlease
