@@ -5,12 +5,16 @@
 #pragma once
 
 #include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
 #include <asio/async_result.hpp>
+#include <asio/cancellation_type.hpp>
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -24,6 +28,7 @@ class client;
 
 namespace detail {
 class redlock_impl;
+struct redlock_cancel;
 }
 
 /// The settings of a `redlock`. A plain value type.
@@ -43,6 +48,21 @@ struct redlock_options {
   /// Whether a renewal that finds a node without the key (restarted empty, evicted) takes it again
   /// there with our value, so that the quorum does not erode. Off: such a node counts as lost.
   bool retake = true;
+  /// Whether every grant and re-take also draws the node's fencing token (one `INCR` of the node's
+  /// own sequence `redlease_redlock_token:{name}` in the acquire script), read with
+  /// `redlock::fencing_tokens()`. Off: no token key is touched. docs/redlock.md, "Fencing", says
+  /// what these tokens can and cannot guard.
+  bool fencing_tokens = false;
+};
+
+/// One node's fencing token of a held RedLock (`redlock_options::fencing_tokens`).
+struct redlock_token {
+  /// The node: its index in the list of clients the handle was built with. A resource that checks
+  /// the tokens must know the nodes by a name that does not change: give the clients in one order.
+  std::size_t node = 0;
+  /// The node's token for this hold: larger than every token that node handed out for the name
+  /// before (below 2^53; docs/fencing.md's rules for one sequence apply per node).
+  std::uint64_t token = 0;
 };
 
 /// A RedLock mutex: one lock named `name` over N independent Redis masters, one `client` per
@@ -60,8 +80,9 @@ struct redlock_options {
 ///
 /// One handle is one holder: it is not reentrant, and a `lock` or `try_lock` on a handle that holds
 /// (or is acquiring) fails with `errc::would_deadlock`. A hold that was lost still counts until
-/// `unlock()`, which then says `errc::lock_lost`. RedLock gives no fencing token
-/// (docs/redlock.md, "Fencing").
+/// `unlock()`, which then says `errc::lock_lost`. RedLock gives no single growing fencing token (that
+/// needs consensus); with `redlock_options::fencing_tokens` it gives one token per node that granted,
+/// the best available (docs/redlock.md, "Fencing").
 ///
 /// Thread-safety: every member function may be called from any thread. The blocking calls must not
 /// be made on any of the clients' I/O threads (nor, with an executor you supplied, on a thread that
@@ -117,12 +138,26 @@ class redlock {
   /// signature `void(std::error_code, bool acquired)`, posted to the handler's executor (the first
   /// client's when it has none), never run inside this call. A refusal is `false` with no error;
   /// `would_deadlock` while the handle holds or is acquiring; `invalid_argument` for a negative
-  /// wait. Per-operation cancellation is not supported: the attempt ends by itself within `wait`.
+  /// wait; `client_closed` when the first client closes meanwhile. Per-operation cancellation (an
+  /// Asio cancellation slot of any type) ends the acquisition with `errc::operation_aborted`, after
+  /// sending the release to every node behind its attempt: nothing of it is held afterwards (a
+  /// grant still on the wire is deleted as it lands). A cancellation after the completion was
+  /// decided does nothing.
   template <class CompletionToken>
   auto async_try_lock(std::chrono::milliseconds wait, CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
         [this](auto handler, std::chrono::milliseconds w) {
-          async_try_lock_impl(w, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+          auto slot = asio::get_associated_cancellation_slot(handler);
+          std::shared_ptr<detail::redlock_cancel> x;
+          if (slot.is_connected()) {
+            x = new_cancel();
+            slot.assign([impl = std::weak_ptr<detail::redlock_impl>(impl_), x](asio::cancellation_type type) {
+              if (type != asio::cancellation_type::none) request_cancel(impl, x);
+            });
+          }
+          bool clear = x != nullptr;
+          async_try_lock_impl(w, detail::erase_handler<std::error_code, bool>(std::move(handler), executor(), clear),
+                              std::move(x));
         },
         token, wait);
   }
@@ -144,6 +179,13 @@ class redlock {
   std::chrono::steady_clock::time_point valid_until() const;
   /// True while held, not known lost, and before `valid_until()`.
   bool valid() const;
+  /// A token that is stop-requested when the current hold is lost (at the moment `on_lost` is
+  /// told); one that never stops when not held. Its stop callbacks run on the first client's I/O
+  /// thread and must not throw (`request_stop` is `noexcept`).
+  std::stop_token lost_token() const;
+  /// The fencing tokens of the current hold, one per node that granted it (or re-took it since), in
+  /// node order; empty when not held or without `redlock_options::fencing_tokens`. No I/O.
+  std::vector<redlock_token> fencing_tokens() const;
   /// Sets the callback told once when a held lock is lost (`lost_reason::taken`, `deleted`,
   /// `quorum`, or `expired`). It runs on the first client's I/O thread, never inside a call of this
   /// handle; it must not block. An exception it throws is reported through that client's
@@ -164,7 +206,11 @@ class redlock {
   std::string value() const;
 
  private:
-  void async_try_lock_impl(std::chrono::milliseconds wait, detail::unique_function<void(std::error_code, bool)> h);
+  void async_try_lock_impl(std::chrono::milliseconds wait, detail::unique_function<void(std::error_code, bool)> h,
+                           std::shared_ptr<detail::redlock_cancel> cancel);
+  static std::shared_ptr<detail::redlock_cancel> new_cancel();
+  static void request_cancel(const std::weak_ptr<detail::redlock_impl>& impl,
+                             const std::shared_ptr<detail::redlock_cancel>& x);
   void async_unlock_impl(detail::unique_function<void(std::error_code)> h);
   std::shared_ptr<detail::redlock_impl> impl_;
 };

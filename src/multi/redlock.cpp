@@ -27,10 +27,18 @@ double random_unit() {
   return static_cast<double>(v) / static_cast<double>(std::uint64_t{1} << 52);
 }
 
-// redlock_acquire.lua: 1 granted, 2 ours, 0 taken.
+// redlock_acquire.lua: 1 granted, 2 ours, 0 taken; redlock_fenced_acquire.lua: {1, token},
+// {2, token}, 0.
 node_answer acquire_answer(std::error_code ec, const reply& r) {
-  if (ec || !r.is_integer()) return node_answer::unknown;
-  switch (r.integer) {
+  if (ec) return node_answer::unknown;
+  long long state = 0;
+  if (r.is_integer())
+    state = r.integer;
+  else if (r.is_array() && r.elements.size() == 2 && r.elements[0].is_integer() && r.elements[0].integer != 0)
+    state = r.elements[0].integer;
+  else
+    return node_answer::unknown;
+  switch (state) {
     case 1: return node_answer::granted;
     case 2: return node_answer::ours;
     case 0: return node_answer::taken;
@@ -75,12 +83,14 @@ redlock_impl::redlock_impl(std::vector<std::shared_ptr<client_impl>> nodes, std:
     : name(std::move(n)),
       ttl(default_ttl(nodes, o)),
       node_timeout(default_node_timeout(ttl, o)),
+      fenced(o.fencing_tokens),
       nodes_(std::move(nodes)),
       backoff_{o.retry_first, o.retry_cap},
       retake_(o.retake),
       interval_(ttl / 3),
       timer_(nodes_.front()->executor()),
-      expiry_(nodes_.front()->executor()) {}
+      expiry_(nodes_.front()->executor()),
+      tokens_(nodes_.size(), 0) {}
 
 bool redlock_impl::blocking_forbidden() const noexcept {
   return std::any_of(nodes_.begin(), nodes_.end(),
@@ -117,6 +127,48 @@ std::string redlock_impl::value() const {
   return value_;
 }
 
+std::stop_token redlock_impl::lost_token() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return phase_ == phase::held ? lost_src_.get_token() : std::stop_token{};
+}
+
+std::vector<redlock_token> redlock_impl::fencing_tokens() const {
+  std::vector<redlock_token> out;
+  std::lock_guard<std::mutex> g(mu_);
+  if (phase_ != phase::held || lost_) return out;
+  for (std::size_t i = 0; i < tokens_.size(); ++i)
+    if (tokens_[i] != 0) out.push_back({i, tokens_[i]});
+  return out;
+}
+
+const lua_script& redlock_impl::acquire_script() const {
+  return fenced ? lua::redlock_fenced_acquire : lua::redlock_acquire;
+}
+
+arg_list redlock_impl::acquire_args() const {
+  if (!fenced) return args_with_ttl();
+  arg_list a;
+  a.add(2).add(name).add("redlease_redlock_token:{" + name + "}").add(value_).add(
+      static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count()));
+  return a;
+}
+
+void redlock_impl::note_token(std::uint64_t op, std::size_t node, const reply& r) {
+  if (!fenced || !r.is_array() || r.elements.size() != 2 || !r.elements[1].is_string()) return;
+  std::uint64_t t = 0;
+  for (char ch : r.elements[1].str) {
+    if (ch < '0' || ch > '9' || t > (std::uint64_t{1} << 53)) return;  // the script's tokens are below 2^53
+    t = t * 10 + static_cast<std::uint64_t>(ch - '0');
+  }
+  std::lock_guard<std::mutex> g(mu_);
+  if (op == op_) tokens_[node] = t;
+}
+
+void redlock_impl::forget_token(std::size_t node) {
+  std::lock_guard<std::mutex> g(mu_);
+  tokens_[node] = 0;
+}
+
 void redlock_impl::post_home(std::function<void()> fn) { nodes_.front()->post(std::move(fn)); }
 
 void redlock_impl::post_home_or(std::function<void()> fn, const std::function<void()>& closed) {
@@ -147,6 +199,9 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
     auto fn = std::move(p->fn);
     fn(ec, r);
   };
+  // Pending timers keep the home client's I/O thread running: a close cancels them.
+  std::erase_if(timeouts_, [](const auto& t) { return t.expired(); });
+  timeouts_.emplace_back(std::shared_ptr<asio::steady_timer>(p, &p->timer));
   p->timer.expires_after(node_timeout);
   p->timer.async_wait([answer](std::error_code ec) {
     if (!ec) answer(errc::request_timeout, reply{});
@@ -175,7 +230,7 @@ void redlock_impl::arm(asio::steady_timer& t, time_point at, std::function<void(
 
 // --- acquisition -----------------------------------------------------------------------------
 
-void redlock_impl::acquire(time_point wait_until, acquire_done done) {
+void redlock_impl::acquire(time_point wait_until, acquire_done done, std::shared_ptr<redlock_cancel> cancel) {
   std::uint64_t op;
   {
     std::lock_guard<std::mutex> g(mu_);
@@ -189,10 +244,19 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done) {
     op = ++op_;
     lost_ = false;
     value_ = random_token();  // one value for every node and every attempt of this acquisition
+    lost_src_ = std::stop_source{};
   }
   post_home_or(
-      [self = shared_from_this(), op, wait_until, done]() mutable {
+      [self = shared_from_this(), op, wait_until, done, cancel = std::move(cancel)]() mutable {
+        if (!self->close_hook_) {
+          self->close_hook_ = true;
+          std::weak_ptr<redlock_impl> w = self;
+          self->nodes_.front()->on_close(w, [w] {
+            if (auto s = w.lock()) s->on_home_closed();
+          });
+        }
         self->acquire_done_ = std::move(done);
+        self->cancel_ = std::move(cancel);
         self->wait_until_ = wait_until;
         self->acq_.emplace(self->nodes_.size(), self->ttl, self->backoff_);
         self->start_attempt(op);
@@ -207,15 +271,17 @@ void redlock_impl::start_attempt(std::uint64_t op) {
   {
     std::lock_guard<std::mutex> g(mu_);
     if (op != op_) return;
+    std::fill(tokens_.begin(), tokens_.end(), 0);
   }
   auto a = acq_->start(now());
   arm(timer_, acq_->decide_by(), [this, op] {
     if (current(op)) on_acquire(op, acq_->resume(now()));
   });
   for (std::size_t i = 0; i < nodes_.size(); ++i)
-    send(i, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, a, i](std::error_code ec, const reply& r) {
+    send(i, acquire_script(), acquire_args(), [w = weak_from_this(), op, a, i](std::error_code ec, const reply& r) {
       auto self = w.lock();
       if (!self || !self->current(op) || !self->acq_) return;
+      if (a == self->acq_->attempt()) self->note_token(op, i, r);  // a late grant is ours too
       self->on_acquire(op, self->acq_->resume(a, i, acquire_answer(ec, r), now()));
     });
 }
@@ -264,7 +330,42 @@ void redlock_impl::on_acquire(std::uint64_t op, redlock_acquire_fsm::next n) {
 void redlock_impl::finish_acquire(std::error_code ec, bool ok) {
   auto done = std::move(acquire_done_);
   acquire_done_ = nullptr;
+  cancel_.reset();
   if (done) done(ec, ok);
+}
+
+void redlock_impl::cancel(const std::shared_ptr<redlock_cancel>& x) {
+  post_home([self = shared_from_this(), x] {
+    if (!self->acquire_done_ || self->cancel_ != x) return;  // completed already: nothing to cancel
+    {
+      std::lock_guard<std::mutex> g(self->mu_);
+      if (self->phase_ != phase::acquiring) return;
+      self->phase_ = phase::idle;
+      ++self->op_;  // the attempt's answers and timers stop here
+    }
+    ++self->timer_gen_;
+    self->timer_.cancel();
+    // Behind each node's SET on its connection: a grant on the wire is deleted as it lands.
+    self->release_everywhere();
+    self->acq_.reset();
+    self->finish_acquire(errc::operation_aborted, false);
+  });
+}
+
+void redlock_impl::on_home_closed() {
+  closed_for_good();
+  ++timer_gen_;
+  ++expiry_gen_;
+  timer_.cancel();
+  expiry_.cancel();
+  for (auto& t : timeouts_)
+    if (auto timer = t.lock()) timer->cancel();
+  timeouts_.clear();
+  // The home executor runs nothing more: the completions go to their handlers' own executors.
+  complete_inline([&] {
+    finish_acquire(errc::client_closed, false);
+    finish_release(errc::client_closed);
+  });
 }
 
 // Compare-and-delete on every node, answers ignored: keys not deleted expire with their TTL.
@@ -299,7 +400,9 @@ void redlock_impl::start_round(std::uint64_t op) {
     send(i, lua::redlock_extend, std::move(a), [w = weak_from_this(), op, round, i](std::error_code ec, const reply& r) {
       auto self = w.lock();
       if (!self || !self->current(op) || !self->ext_) return;
-      self->on_extend(op, round, i, self->ext_->resume(round, i, compare_answer(ec, r), now()));
+      auto ans = compare_answer(ec, r);
+      if (ans == node_answer::taken) self->forget_token(i);
+      self->on_extend(op, round, i, self->ext_->resume(round, i, ans, now()));
     });
   }
 }
@@ -314,9 +417,11 @@ void redlock_impl::on_extend(std::uint64_t op, std::uint64_t round, std::size_t 
     case redlock_extend_fsm::next::none:
       return;
     case redlock_extend_fsm::next::retake:
-      send(node, lua::redlock_acquire, args_with_ttl(), [w = weak_from_this(), op, round, node](std::error_code ec, const reply& r) {
+      forget_token(node);
+      send(node, acquire_script(), acquire_args(), [w = weak_from_this(), op, round, node](std::error_code ec, const reply& r) {
         auto self = w.lock();
         if (!self || !self->current(op) || !self->ext_) return;
+        self->note_token(op, node, r);
         self->on_extend(op, round, node, self->ext_->resume(round, node, acquire_answer(ec, r), now()));
       });
       return;
@@ -338,11 +443,14 @@ void redlock_impl::on_extend(std::uint64_t op, std::uint64_t round, std::size_t 
       lost_info info;
       info.name = name;
       info.reason = public_reason(ext_->loss().value_or(redlock_loss::expired));
+      std::stop_source src;
       {
         std::lock_guard<std::mutex> g(mu_);
         lost_ = true;
+        src = lost_src_;
       }
       release_everywhere();  // wherever our value is left
+      src.request_stop();
       lost_cb_.call(nodes_.front()->cfg(), "redlock on_lost", info);
       return;
     }
@@ -391,10 +499,9 @@ void redlock_impl::do_release(std::uint64_t op, release_done done) {
     explicit state(std::size_t n) : fsm(n) {}
     redlock_release_fsm fsm;
     std::error_code first_error;
-    release_done done;
   };
   auto st = std::make_shared<state>(nodes_.size());
-  st->done = std::move(done);
+  release_done_ = std::move(done);
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
     arg_list a;
     a.add(1).add(name).add(value_);
@@ -408,12 +515,18 @@ void redlock_impl::do_release(std::uint64_t op, release_done done) {
         if (op == self->op_) self->phase_ = phase::idle;
       }
       switch (st->fsm.outcome()) {
-        case redlock_release_fsm::result::released: return st->done({});
-        case redlock_release_fsm::result::not_held: return st->done(errc::lock_lost);
-        case redlock_release_fsm::result::unknown: return st->done(st->first_error);
+        case redlock_release_fsm::result::released: return self->finish_release({});
+        case redlock_release_fsm::result::not_held: return self->finish_release(errc::lock_lost);
+        case redlock_release_fsm::result::unknown: return self->finish_release(st->first_error);
       }
     });
   }
+}
+
+void redlock_impl::finish_release(std::error_code ec) {
+  auto done = std::move(release_done_);
+  release_done_ = nullptr;
+  if (done) done(ec);
 }
 
 void redlock_impl::shutdown() noexcept {
@@ -551,11 +664,19 @@ bool redlock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
 }
 
 void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
-                                  detail::unique_function<void(std::error_code, bool)> h) {
+                                  detail::unique_function<void(std::error_code, bool)> h,
+                                  std::shared_ptr<detail::redlock_cancel> cancel) {
   // The completion is posted by `h` itself (erase_handler): never inside this call.
   auto shared = std::make_shared<detail::unique_function<void(std::error_code, bool)>>(std::move(h));
   if (wait.count() < 0) return (*shared)(errc::invalid_argument, false);
-  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); });
+  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); }, std::move(cancel));
+}
+
+std::shared_ptr<detail::redlock_cancel> redlock::new_cancel() { return std::make_shared<detail::redlock_cancel>(); }
+
+void redlock::request_cancel(const std::weak_ptr<detail::redlock_impl>& impl,
+                             const std::shared_ptr<detail::redlock_cancel>& x) {
+  if (auto i = impl.lock()) i->cancel(x);
 }
 
 void redlock::async_unlock_impl(detail::unique_function<void(std::error_code)> h) {
@@ -605,5 +726,7 @@ std::chrono::milliseconds redlock::node_timeout() const noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(impl_->node_timeout);
 }
 std::string redlock::value() const { return impl_->value(); }
+std::stop_token redlock::lost_token() const { return impl_->lost_token(); }
+std::vector<redlock_token> redlock::fencing_tokens() const { return impl_->fencing_tokens(); }
 
 }  // namespace redlease

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -31,6 +32,9 @@ namespace redlease::detail {
 
 class client_impl;
 
+/// The identity of one async acquisition's cancellation (see redlock::async_try_lock).
+struct redlock_cancel {};
+
 class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
  public:
   using duration = redlock_clock::duration;
@@ -44,8 +48,12 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
 
   // Any thread.
   /// Starts an acquisition that attempts until `wait_until` (≤ now: one attempt). Fails at once
-  /// (through `done`, posted) with would_deadlock while held or acquiring.
-  void acquire(time_point wait_until, acquire_done done);
+  /// (through `done`, posted) with would_deadlock while held or acquiring. `cancel`, when set,
+  /// names it for `cancel()`.
+  void acquire(time_point wait_until, acquire_done done, std::shared_ptr<redlock_cancel> cancel = nullptr);
+  /// Ends the acquisition named `x` with operation_aborted, if it is still under way: its requests
+  /// are released on every node.
+  void cancel(const std::shared_ptr<redlock_cancel>& x);
   /// Starts a release (see redlock::unlock).
   void release(release_done done);
   /// The handle is gone: no callback any more, the watchdog stops, a held lock is released.
@@ -64,10 +72,13 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   bool valid() const;
   void set_on_lost(lost_handler cb) { lost_cb_.set(std::move(cb)); }
   std::string value() const;
+  std::stop_token lost_token() const;
+  std::vector<redlock_token> fencing_tokens() const;
 
   const std::string name;
   const duration ttl;
   const duration node_timeout;
+  const bool fenced;
 
  private:
   enum class phase { idle, acquiring, held, releasing, closed };
@@ -84,6 +95,15 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void on_extend(std::uint64_t op, std::uint64_t round, std::size_t node, redlock_extend_fsm::next n);
   void arm(asio::steady_timer& t, time_point at, std::function<void()> fn);
   void do_release(std::uint64_t op, release_done done);
+  void finish_release(std::error_code ec);
+  // The home client closed: what is under way completes with client_closed.
+  void on_home_closed();
+  // The acquire script and its arguments: fenced or not (redlock_options::fencing_tokens).
+  const lua_script& acquire_script() const;
+  arg_list acquire_args() const;
+  // Records node `node`'s fencing token from an acquire answer, for attempt (or round) `op`.
+  void note_token(std::uint64_t op, std::size_t node, const reply& r);
+  void forget_token(std::size_t node);
   void post_home(std::function<void()> fn);
   // As post_home; once the home client is closed, runs `closed` here instead (a completion then
   // goes to the system executor: the home executor runs nothing more).
@@ -105,6 +125,10 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   std::optional<redlock_extend_fsm> ext_;
   time_point wait_until_{};
   acquire_done acquire_done_;
+  std::shared_ptr<redlock_cancel> cancel_;  // names the acquisition under way, if cancellable
+  release_done release_done_;
+  bool close_hook_ = false;
+  std::vector<std::weak_ptr<asio::steady_timer>> timeouts_;  // the requests' node timeouts
 
   // Any thread, under mu_.
   mutable std::mutex mu_;
@@ -113,6 +137,8 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   bool lost_ = false;
   time_point valid_until_{};
   std::string value_;
+  std::stop_source lost_src_{std::nostopstate};  // a new one per acquisition
+  std::vector<std::uint64_t> tokens_;             // per node; 0: none
 
   callback_slot<const lost_info&> lost_cb_;
 };
