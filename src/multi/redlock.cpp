@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: MIT
-// redlease::redlock: the RedLock mutex over N independent masters, a switch over the actions of
-// the decision core (redlock_fsm.hpp). docs/redlock.md, "The composition".
+// The RedLock driver (redlock_impl): the I/O of a RedLock mutex over N independent masters, a
+// switch over the actions of the decision core (redlock_fsm.hpp); the public handle is in
+// redlock_handle.cpp. docs/redlock.md, "The composition".
 #include "multi/redlock_impl.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <cstdlib>
 #include <utility>
 
-#include "facade/client_impl.hpp"
 #include "random.hpp"
-#include "redlease/client.hpp"
 #include "redlease_lua.hpp"
 
 namespace redlease::detail {
@@ -67,9 +65,9 @@ lost_reason public_reason(redlock_loss l) {
   return lost_reason::quorum;
 }
 
-redlock_clock::duration default_ttl(const std::vector<std::shared_ptr<client_impl>>& nodes, const redlock_options& o) {
+redlock_clock::duration default_ttl(const node_set& nodes, const redlock_options& o) {
   if (o.ttl.count() > 0) return o.ttl;
-  return nodes.front()->cfg().watchdog_timeout;
+  return nodes.home_cfg().watchdog_timeout;
 }
 
 redlock_clock::duration default_node_timeout(redlock_clock::duration ttl, const redlock_options& o) {
@@ -79,7 +77,7 @@ redlock_clock::duration default_node_timeout(redlock_clock::duration ttl, const 
 
 }  // namespace
 
-redlock_impl::redlock_impl(std::vector<std::shared_ptr<client_impl>> nodes, std::string n, const redlock_options& o)
+redlock_impl::redlock_impl(node_set nodes, std::string n, const redlock_options& o)
     : name(std::move(n)),
       ttl(default_ttl(nodes, o)),
       node_timeout(default_node_timeout(ttl, o)),
@@ -88,14 +86,11 @@ redlock_impl::redlock_impl(std::vector<std::shared_ptr<client_impl>> nodes, std:
       backoff_{o.retry_first, o.retry_cap},
       retake_(o.retake),
       interval_(ttl / 3),
-      timer_(nodes_.front()->executor()),
-      expiry_(nodes_.front()->executor()),
+      timer_(nodes_.home_executor()),
+      expiry_(nodes_.home_executor()),
       tokens_(nodes_.size(), 0) {}
 
-bool redlock_impl::blocking_forbidden() const noexcept {
-  return std::any_of(nodes_.begin(), nodes_.end(),
-                     [](const auto& c) { return c->on_io_thread() || c->on_user_context(); });
-}
+bool redlock_impl::blocking_forbidden() const noexcept { return nodes_.blocking_forbidden(); }
 
 bool redlock_impl::current(std::uint64_t op) const {
   std::lock_guard<std::mutex> g(mu_);
@@ -108,9 +103,9 @@ void redlock_impl::closed_for_good() {
   ++op_;
 }
 
-asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.front()->executor(); }
+asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.home_executor(); }
 
-bool redlock_impl::home_closed() const noexcept { return nodes_.front()->closed(); }
+bool redlock_impl::home_closed() const noexcept { return nodes_.home_closed(); }
 
 redlock_clock::time_point redlock_impl::valid_until() const {
   std::lock_guard<std::mutex> g(mu_);
@@ -169,10 +164,10 @@ void redlock_impl::forget_token(std::size_t node) {
   tokens_[node] = 0;
 }
 
-void redlock_impl::post_home(std::function<void()> fn) { nodes_.front()->post(std::move(fn)); }
+void redlock_impl::post_home(std::function<void()> fn) { nodes_.post_home(std::move(fn)); }
 
 void redlock_impl::post_home_or(std::function<void()> fn, const std::function<void()>& closed) {
-  if (!nodes_.front()->post(std::move(fn))) complete_inline([&] { closed(); });
+  if (!nodes_.post_home(std::move(fn))) complete_inline([&] { closed(); });
 }
 
 arg_list redlock_impl::args_with_ttl() const {
@@ -190,7 +185,7 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
     asio::steady_timer timer;
     answer_fn fn;
   };
-  auto p = std::make_shared<pending>(nodes_.front()->executor());
+  auto p = std::make_shared<pending>(nodes_.home_executor());
   p->fn = std::move(on_answer);
   auto answer = [p](std::error_code ec, const reply& r) {
     if (p->done) return;
@@ -208,11 +203,8 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
   });
   // Weak: a reply or a timer that outlives the handle (its client closed) keeps nothing alive.
   std::weak_ptr<redlock_impl> w = weak_from_this();
-  auto c = nodes_[node];
-  bool posted = c->post([w, c, key = name, s = &s, args = std::move(args), answer]() mutable {
-    c->exec_script(key, *s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
-      if (auto self = w.lock()) self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
-    });
+  bool posted = nodes_.exec_script(node, name, s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
+    if (auto self = w.lock()) self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
   });
   if (!posted) post_home([answer] { answer(errc::client_closed, reply{}); });
 }
@@ -251,7 +243,7 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done, std::shared
         if (!self->close_hook_) {
           self->close_hook_ = true;
           std::weak_ptr<redlock_impl> w = self;
-          self->nodes_.front()->on_close(w, [w] {
+          self->nodes_.on_home_close(w, [w] {
             if (auto s = w.lock()) s->on_home_closed();
           });
         }
@@ -451,7 +443,7 @@ void redlock_impl::on_extend(std::uint64_t op, std::uint64_t round, std::size_t 
       }
       release_everywhere();  // wherever our value is left
       src.request_stop();
-      lost_cb_.call(nodes_.front()->cfg(), "redlock on_lost", info);
+      lost_cb_.call(nodes_.home_cfg(), "redlock on_lost", info);
       return;
     }
   }
@@ -554,179 +546,3 @@ void redlock_impl::shutdown() noexcept {
 }
 
 }  // namespace redlease::detail
-
-namespace redlease {
-
-namespace {
-
-// Waits on the calling thread for one completion of the impl.
-template <class T>
-struct sync_wait {
-  std::mutex m;
-  std::condition_variable cv;
-  bool done = false;
-  std::error_code ec;
-  T value{};
-  void set(std::error_code e, T v) {
-    std::lock_guard<std::mutex> g(m);
-    ec = e;
-    value = std::move(v);
-    done = true;
-    cv.notify_all();
-  }
-  // Until set, or the home client closed (nothing completes then).
-  T get(const detail::redlock_impl& impl, std::error_code& out) {
-    std::unique_lock<std::mutex> g(m);
-    while (!done) {
-      if (cv.wait_for(g, std::chrono::milliseconds(50), [&] { return done; })) break;
-      if (impl.home_closed()) {
-        out = errc::client_closed;
-        return T{};
-      }
-    }
-    out = ec;
-    return value;
-  }
-};
-
-void check_options(const redlock_options& o) {
-  if (o.ttl.count() < 0 || o.node_timeout.count() < 0 || o.retry_first.count() <= 0 || o.retry_cap < o.retry_first)
-    throw error(errc::invalid_argument, "redlock: an option is out of range");
-}
-
-}  // namespace
-
-redlock::redlock(const std::vector<std::reference_wrapper<client>>& nodes, std::string name, redlock_options opts) {
-  if (nodes.empty()) throw error(errc::invalid_argument, "redlock: no node");
-  if (name.empty()) throw error(errc::invalid_argument, "redlock: empty name");
-  check_options(opts);
-  std::vector<std::shared_ptr<detail::client_impl>> impls;
-  impls.reserve(nodes.size());
-  for (client& c : nodes) {
-    if (!c.impl()) throw error(errc::invalid_argument, "redlock: a moved-from client");
-    impls.push_back(c.impl());
-  }
-  impl_ = std::make_shared<detail::redlock_impl>(std::move(impls), std::move(name), opts);
-}
-
-redlock::~redlock() {
-  if (impl_) impl_->shutdown();
-}
-
-redlock::redlock(redlock&&) noexcept = default;
-
-redlock& redlock::operator=(redlock&& o) noexcept {
-  if (this != &o) {
-    if (impl_) impl_->shutdown();
-    impl_ = std::move(o.impl_);
-  }
-  return *this;
-}
-
-bool redlock::try_lock() { return try_lock(std::chrono::milliseconds(0)); }
-
-bool redlock::try_lock(std::error_code& ec) { return try_lock(std::chrono::milliseconds(0), ec); }
-
-bool redlock::try_lock(std::chrono::milliseconds wait) {
-  std::error_code ec;
-  bool ok = try_lock(wait, ec);
-  throw_if(ec, "redlock::try_lock");
-  return ok;
-}
-
-namespace {
-bool acquire_sync(detail::redlock_impl& impl, detail::redlock_clock::time_point until, std::error_code& ec) {
-  ec.clear();
-  if (impl.blocking_forbidden()) {
-    ec = errc::would_deadlock;
-    return false;
-  }
-  auto w = std::make_shared<sync_wait<bool>>();
-  impl.acquire(until, [w](std::error_code e, bool ok) { w->set(e, ok); });
-  return w->get(impl, ec);
-}
-}  // namespace
-
-namespace {
-// The end of a wait from now; a wait of a century or more has none.
-detail::redlock_clock::time_point wait_end(std::chrono::milliseconds wait) {
-  auto now = detail::redlock_clock::now();
-  return wait > std::chrono::hours(24 * 365 * 100) ? detail::redlock_clock::time_point::max() : now + wait;
-}
-}  // namespace
-
-bool redlock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
-  if (wait.count() < 0) {
-    ec = errc::invalid_argument;
-    return false;
-  }
-  return acquire_sync(*impl_, wait_end(wait), ec);
-}
-
-void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
-                                  detail::unique_function<void(std::error_code, bool)> h,
-                                  std::shared_ptr<detail::redlock_cancel> cancel) {
-  // The completion is posted by `h` itself (erase_handler): never inside this call.
-  auto shared = std::make_shared<detail::unique_function<void(std::error_code, bool)>>(std::move(h));
-  if (wait.count() < 0) return (*shared)(errc::invalid_argument, false);
-  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); }, std::move(cancel));
-}
-
-std::shared_ptr<detail::redlock_cancel> redlock::new_cancel() { return std::make_shared<detail::redlock_cancel>(); }
-
-void redlock::request_cancel(const std::weak_ptr<detail::redlock_impl>& impl,
-                             const std::shared_ptr<detail::redlock_cancel>& x) {
-  if (auto i = impl.lock()) i->cancel(x);
-}
-
-void redlock::async_unlock_impl(detail::unique_function<void(std::error_code)> h) {
-  auto shared = std::make_shared<detail::unique_function<void(std::error_code)>>(std::move(h));
-  impl_->release([shared](std::error_code ec) { (*shared)(ec); });
-}
-
-asio::any_io_executor redlock::executor() const noexcept { return impl_->executor(); }
-
-void redlock::lock() {
-  std::error_code ec;
-  lock(ec);
-  throw_if(ec, "redlock::lock");
-}
-
-void redlock::lock(std::error_code& ec) {
-  while (!acquire_sync(*impl_, detail::redlock_clock::time_point::max(), ec))
-    if (ec) return;
-}
-
-void redlock::unlock() {
-  std::error_code ec;
-  unlock(ec);
-  throw_if(ec, "redlock::unlock");
-}
-
-void redlock::unlock(std::error_code& ec) {
-  ec.clear();
-  if (impl_->blocking_forbidden()) {
-    ec = errc::would_deadlock;
-    return;
-  }
-  auto w = std::make_shared<sync_wait<bool>>();
-  impl_->release([w](std::error_code e) { w->set(e, true); });
-  w->get(*impl_, ec);
-}
-
-std::chrono::steady_clock::time_point redlock::valid_until() const { return impl_->valid_until(); }
-bool redlock::valid() const { return impl_->valid(); }
-void redlock::on_lost(lost_handler cb) { impl_->set_on_lost(std::move(cb)); }
-const std::string& redlock::name() const noexcept { return impl_->name; }
-std::size_t redlock::size() const noexcept { return impl_->size(); }
-std::chrono::milliseconds redlock::ttl() const noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(impl_->ttl);
-}
-std::chrono::milliseconds redlock::node_timeout() const noexcept {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(impl_->node_timeout);
-}
-std::string redlock::value() const { return impl_->value(); }
-std::stop_token redlock::lost_token() const { return impl_->lost_token(); }
-std::vector<redlock_token> redlock::fencing_tokens() const { return impl_->fencing_tokens(); }
-
-}  // namespace redlease

@@ -23,14 +23,13 @@
 #include "base/command.hpp"
 #include "base/script.hpp"
 #include "callback_slot.hpp"
+#include "multi/node_set.hpp"
 #include "multi/redlock_fsm.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/redlock.hpp"
 #include "redlease/reply.hpp"
 
 namespace redlease::detail {
-
-class client_impl;
 
 /// The identity of one async acquisition's cancellation (see redlock::async_try_lock).
 struct redlock_cancel {};
@@ -44,7 +43,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   /// Completes a release. Runs on the home executor.
   using release_done = std::function<void(std::error_code)>;
 
-  redlock_impl(std::vector<std::shared_ptr<client_impl>> nodes, std::string name, const redlock_options& o);
+  redlock_impl(node_set nodes, std::string name, const redlock_options& o);
 
   // Any thread.
   /// Starts an acquisition that attempts until `wait_until` (≤ now: one attempt). Fails at once
@@ -112,7 +111,7 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   void closed_for_good();
   arg_list args_with_ttl() const;
 
-  std::vector<std::shared_ptr<client_impl>> nodes_;  // declared before the timers: outlives them
+  node_set nodes_;  // declared before the timers: outlives them
   const redlock_backoff backoff_;
   const bool retake_;
   const duration interval_;

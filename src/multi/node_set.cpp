@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: MIT
+#include "multi/node_set.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "facade/client_impl.hpp"
+#include "redlease/client.hpp"
+
+namespace redlease::detail {
+
+node_set::node_set(const std::vector<std::reference_wrapper<client>>& clients) {
+  nodes_.reserve(clients.size());
+  for (client& c : clients) {
+    if (!c.impl()) throw error(errc::invalid_argument, "redlock: a moved-from client");
+    nodes_.push_back(c.impl());
+  }
+}
+
+node_set::~node_set() = default;
+node_set::node_set(node_set&&) noexcept = default;
+
+const asio::any_io_executor& node_set::home_executor() const noexcept { return nodes_.front()->executor(); }
+
+const config& node_set::home_cfg() const noexcept { return nodes_.front()->cfg(); }
+
+bool node_set::home_closed() const noexcept { return nodes_.front()->closed(); }
+
+bool node_set::blocking_forbidden() const noexcept {
+  return std::any_of(nodes_.begin(), nodes_.end(),
+                     [](const auto& c) { return c->on_io_thread() || c->on_user_context(); });
+}
+
+bool node_set::post_home(std::function<void()> fn) const { return nodes_.front()->post(std::move(fn)); }
+
+bool node_set::exec_script(std::size_t i, std::string key, const lua_script& s, arg_list args, reply_handler h) const {
+  const auto& c = nodes_.at(i);
+  return c->post([c, key = std::move(key), s = &s, args = std::move(args), h = std::move(h)]() mutable {
+    c->exec_script(key, *s, std::move(args), std::move(h));
+  });
+}
+
+void node_set::on_home_close(std::weak_ptr<void> alive, std::function<void()> fn) const {
+  nodes_.front()->on_close(std::move(alive), std::move(fn));
+}
+
+}  // namespace redlease::detail

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: MIT
+// The masters of a composition above the lock engine (a RedLock): one client per node, and all the
+// composition knows of them. The first node is the home: its executor runs the composition's
+// timers and completions. It keeps the clients' state alive, not their connections.
+#pragma once
+
+#include <asio/any_io_executor.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/command.hpp"
+#include "base/script.hpp"
+#include "base/handlers.hpp"
+
+namespace redlease {
+class client;
+struct config;
+}  // namespace redlease
+
+namespace redlease::detail {
+
+class client_impl;
+
+class node_set {
+ public:
+  /// One node per client, in the order given (the nodes' indexes).
+  /// @throws redlease::error `errc::invalid_argument` for a moved-from client.
+  explicit node_set(const std::vector<std::reference_wrapper<client>>& clients);
+  ~node_set();
+  node_set(node_set&&) noexcept;
+  node_set(const node_set&) = delete;
+  node_set& operator=(const node_set&) = delete;
+  node_set& operator=(node_set&&) = delete;
+
+  std::size_t size() const noexcept { return nodes_.size(); }
+  // Any thread.
+  const asio::any_io_executor& home_executor() const noexcept;
+  const config& home_cfg() const noexcept;
+  bool home_closed() const noexcept;
+  /// A blocking call on this thread would deadlock: it runs one of the clients' executors.
+  bool blocking_forbidden() const noexcept;
+  /// Posts `fn` to the home executor; false (and `fn` dropped) once the home client is closed.
+  bool post_home(std::function<void()> fn) const;
+  /// Runs the script on node `i` (EVALSHA with the NOSCRIPT fallback, keyed by `key`): posted to
+  /// that node's executor, `h` run there. False (nothing sent) once that client is closed.
+  bool exec_script(std::size_t i, std::string key, const lua_script& s, arg_list args, reply_handler h) const;
+
+  // Home executor only.
+  /// Runs `fn` when the home client closes, unless `alive` has expired by then.
+  void on_home_close(std::weak_ptr<void> alive, std::function<void()> fn) const;
+
+ private:
+  std::vector<std::shared_ptr<client_impl>> nodes_;
+};
+
+}  // namespace redlease::detail
