@@ -98,9 +98,9 @@ void card_keeper::write(std::string_view extra_field, std::string_view extra_val
   c_.exec(std::move(r));
 }
 
-void card_keeper::touch() {
+void card_keeper::touch(clock::time_point now) {
   if (!on_ || *refused_) return;
-  if (written_ && clock::now() - written_at_ < ttl_ / 2) return;
+  if (written_ && now - written_at_ < ttl_ / 2) return;
   write();
 }
 
@@ -130,12 +130,6 @@ void card_keeper::close(ms keep) {
   else encode_command(cmd, {"DEL", key_});
   on_ = false;
   c_.exec(key_, std::move(cmd), [](std::error_code, reply) {}, true);
-}
-
-std::string holder_id(lock_kind kind, std::string field, const std::string& token) {
-  if (!token.empty()) return token;
-  if (kind == lock_kind::write) field += ":write";
-  return field;
 }
 
 }  // namespace detail

@@ -28,8 +28,9 @@ class card_keeper {
   /// The shortest TTL of a card (client_card_ttl): a minute. Tests shorten it, before making a client.
   static ms ttl_floor;
   /// An acquisition attempt or a watchdog renewal is about to go out: writes the card if it was
-  /// never written, or was written half its TTL ago or more.
-  void touch();
+  /// never written, or was written half its TTL ago or more. `now`: the caller's reading of the
+  /// clock (the attempt's send time), so that the common case reads none.
+  void touch(clock::time_point now);
   /// A wait has outlived its first refusal: records it if it is for a write lock (the first such
   /// wait of the client on `name`). True if recorded: `wait_ended` must follow.
   bool wait_started(const std::string& name, lock_kind kind);
@@ -56,8 +57,5 @@ class card_keeper {
   std::unordered_map<std::string, int> waits_;  // write-lock name -> waits of this client on it
 };
 
-/// The holder as `redlease status` shows it for an owner's `field` (`<uuid>:<owner>`) or a mutex's
-/// `token`: the token, `<field>:write` for the write lock, else the field.
-std::string holder_id(lock_kind kind, std::string field, const std::string& token);
 
 }  // namespace redlease::detail

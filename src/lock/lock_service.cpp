@@ -88,17 +88,21 @@ lock_service::local_view lock_service::view(std::string_view name, owner_id owne
 std::string lock_service::holder(std::string_view name, owner_id owner, lock_kind kind) {
   std::lock_guard<std::mutex> g(view_mu_);
   auto* h = find(name, owner, kind);
-  return h ? holder_id(kind, field_of(owner), h->token) : std::string();
+  return h ? protocol_of(kind).holder_field(field_of(owner), h->token) : std::string();
 }
 
-void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
+bool lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
                                const std::string& id, std::uint64_t fence, clock::time_point sent,
                                const std::shared_ptr<lost_slot>& slot) {
   auto it = holds_.find(key{name, owner, kind});
   std::shared_ptr<hold> h;
   bool fresh = false;
   const auto& proto = protocol_of(kind);
-  if (it != holds_.end() && !(*it)->lost && proto.reentrant()) {
+  // A re-entry whose hold was found lost while the attempt was on the wire: the grant is no level
+  // of that hold (the key was free, or another's, when the loss was seen), and taking it as a fresh
+  // one-level hold made the owner's outer unlock fail with not_owner (the soak's frozen holders).
+  if (it != holds_.end() && (*it)->lost && proto.reentrant()) return false;
+  if (it != holds_.end() && proto.reentrant()) {
     h = *it;
   } else {
     if (it != holds_.end()) {
@@ -129,6 +133,7 @@ void lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
   }
   if (fresh) ++c_.held_locks;
   reschedule(*h);
+  return true;
 }
 
 void lock_service::reschedule(hold& h) {

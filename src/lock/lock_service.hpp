@@ -83,7 +83,7 @@ class lock_service {
   /// What the client knows of a hold. `want_token` makes the hold's stop source (on first use).
   /// Any thread (the I/O thread included): it reads under `view_mu_`, never waits for the executor.
   local_view view(std::string_view name, owner_id owner, lock_kind kind, bool want_token);
-  /// The hold as `redlease status` shows its holder (see holder_id); empty if `owner` holds none.
+  /// The hold as `redlease status` shows its holder (lock_protocol::holder_field); empty if `owner` holds none.
   /// Any thread, as view().
   std::string holder(std::string_view name, owner_id owner, lock_kind kind);
 
@@ -128,7 +128,7 @@ class lock_service {
   std::string_view scratch_field(owner_id owner);
   void attempt(const std::shared_ptr<waiter>& w, attempt_handler h);
   bool stale_grant(waiter& w, clock::time_point sent);
-  bool lost_meanwhile(const waiter& w);
+  void finish_grant(const std::shared_ptr<waiter>& w, std::uint64_t fence, clock::time_point sent);
   ms queue_allowance(std::optional<ms> wait) const;
   ms poll_interval(const waiter& w) const;
   bool end_if_cancelled(const std::shared_ptr<waiter>& w, bool granted);
@@ -145,9 +145,11 @@ class lock_service {
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
   bool undo_may_race(const undo_round& r) const;
   void sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, int left);
-  void on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
-                   const std::string& id, std::uint64_t fence, clock::time_point sent,
-                   const std::shared_ptr<lost_slot>& slot);
+  // Records a grant as a hold (a new one, or a level of the owner's). False, recording nothing, for a
+  // re-entry whose hold was found lost while the attempt was on the wire.
+  [[nodiscard]] bool on_acquired(const std::string& name, lock_kind kind, owner_id owner, std::optional<ms> lease,
+                                 const std::string& id, std::uint64_t fence, clock::time_point sent,
+                                 const std::shared_ptr<lost_slot>& slot);
   hold* find(std::string_view name, owner_id owner, lock_kind kind) const;
   void erase(hold* h);
   void mark_lost(hold& h, lost_reason why);

@@ -14,8 +14,8 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   a.buf.reserve(w->name.size() + w->id.size() + 96);
   proto.encode_acquire(a, acquire_request{w->name, scratch_field(w->owner), w->id, lease, w->fenced, w->allowance,
                                           w->queue, w->amount});
-  card_.touch();  // ahead of the attempt, on its connection: a grant is never seen without it
   auto sent = clock::now();
+  card_.touch(sent);  // ahead of the attempt, on its connection: a grant is never seen without it
   // The waiter outlives its attempt (it is not retried before this reply): what an undo needs is
   // read from it, not copied per attempt.
   c_.exec_script_acked(w->name, proto.acquire_script(w->fenced), std::move(a),
@@ -226,17 +226,15 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, 
 // A grant whose reply comes after its own lease ran out (the process was frozen, or the reply was
 // very late) may already have expired on the server and gone to someone else: it is worth nothing.
 // It is undone (in order, before the next attempt) and treated as contention.
-// A re-entry whose hold was found lost while the attempt was on the wire: the grant is no level of
-// that hold (the key was free, or another's, when the loss was seen), and taking it as a fresh
-// one-level hold made the owner's outer unlock fail with not_owner (the soak's frozen holders). It
-// is given back, and the caller hears lock_lost, as a re-entry that starts after the loss does.
-bool lock_service::lost_meanwhile(const waiter& w) {
-  const auto& proto = protocol_of(w.kind);
-  if (!proto.reentrant() || !proto.grant_is_hold()) return false;
-  const hold* h = find(w.name, w.owner, w.kind);
-  if (h == nullptr || !h->lost) return false;
-  undo_acquire(w);
-  return true;
+// A grant ends the acquisition. A re-entry whose hold was found lost meanwhile (on_acquired says
+// so) is given back, and the caller hears lock_lost, as a re-entry that starts after the loss does.
+void lock_service::finish_grant(const std::shared_ptr<waiter>& w, std::uint64_t fence, clock::time_point sent) {
+  if (protocol_of(w->kind).grant_is_hold() &&
+      !on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot)) {
+    undo_acquire(*w);
+    return finish_waiter(w, errc::lock_lost, false);
+  }
+  finish_waiter(w, {}, true);
 }
 
 bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
@@ -351,12 +349,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
             }
             if (ec) return finish_waiter(w, ec, false);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
-            if (!pttl && lost_meanwhile(*w)) return finish_waiter(w, errc::lock_lost, false);
-            if (!pttl) {
-              if (protocol_of(w->kind).grant_is_hold())
-                on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);
-              return finish_waiter(w, {}, true);
-            }
+            if (!pttl) return finish_grant(w, fence, sent);
             if (w->deadline && clock::now() >= *w->deadline) return finish_waiter(w, {}, false);
             start_waiter(w, pttl);
           });

@@ -27,8 +27,9 @@ void lock_service::arm_watchdog() {
 }
 
 void lock_service::on_watchdog_timer() {
-  prune_lost(clock::now());
-  auto due = schedule_.take_due(clock::now());
+  const auto now = clock::now();
+  prune_lost(now);
+  auto due = schedule_.take_due(now);
   std::vector<std::shared_ptr<hold>> batch;
   batch.reserve(due.renew.size());
   for (auto* e : due.renew) {
@@ -40,7 +41,7 @@ void lock_service::on_watchdog_timer() {
   for (auto* e : due.expired) expired.push_back(static_cast<hold*>(e)->shared_from_this());
   for (auto& h : expired) mark_lost(*h, lost_reason::expired);
   if (!batch.empty()) {
-    card_.touch();  // one call per half TTL at most, whatever the number of holds
+    card_.touch(now);  // one call per half TTL at most, whatever the number of holds
     send_renewals(std::move(batch), {});
   }
   arm_watchdog();

@@ -320,12 +320,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
             w->last_error.clear();
             w->error_delay = ms(0);
             if (!pttl && stale_grant(*w, sent)) pttl = 0;
-            if (!pttl && lost_meanwhile(*w)) return finish_waiter(w, errc::lock_lost, false);
-            if (!pttl) {
-              if (protocol_of(w->kind).grant_is_hold())
-                on_acquired(w->name, w->kind, w->owner, w->lease, w->id, fence, sent, w->slot);
-              return finish_waiter(w, {}, true);
-            }
+            if (!pttl) return finish_grant(w, fence, sent);
             if (past) return finish_waiter(w, {}, false);
             if (w->again) return waiter_try(w);
             // Busy after the wake-up: someone took the lock; its release will publish again.

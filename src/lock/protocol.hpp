@@ -193,6 +193,11 @@ class lock_protocol {
 
   /// The command that reads how many holds an owner has, and its reply (`token`: the hold's).
   virtual void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const = 0;
+  /// The holder as `redlease status` lists it, from the hold's owner field and its token (a
+  /// per-attempt token names the holder of a kind that has one).
+  virtual std::string holder_field(std::string field, const std::string& token) const {
+    return per_attempt_id() ? token : field;
+  }
   virtual std::optional<long long> decode_hold_count(const reply& r, std::string_view token) const = 0;
 };
 

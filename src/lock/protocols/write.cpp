@@ -21,10 +21,10 @@ class write_protocol final : public rw_protocol {
   }
   char renew_letter() const override { return 'w'; }
   void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
-    std::string f(field);
-    f += ":write";
-    encode_command(out, {"HGET", name, f});
+    encode_command(out, {"HGET", name, holder_field(std::string(field), {})});
   }
+  // The writer's field in the hash: the owner's, suffixed.
+  std::string holder_field(std::string field, const std::string&) const override { return field + ":write"; }
 };
 
 }  // namespace
