@@ -21,25 +21,7 @@
 namespace redlease::test {
 namespace {
 
-// What on_lost told, from any thread.
-struct told_log {
-  std::mutex mu;
-  std::vector<multi_lost_info> told;
-  multi_lost_handler hook() {
-    return [this](const multi_lost_info& i) {
-      std::lock_guard<std::mutex> g(mu);
-      told.push_back(i);
-    };
-  }
-  std::size_t count() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.size();
-  }
-  multi_lost_info first() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.at(0);
-  }
-};
+using told_log = callback_log<multi_lost_info>;
 
 class multi_lock_test : public redis_fixture {
  protected:
@@ -59,13 +41,7 @@ class multi_lock_test : public redis_fixture {
   raw_client& raw(int i) { return *raws_.at(i); }
   // A new client on server `i` (0: A, 1: B), with a 1 s watchdog: renewals every third of it.
   client& make_client(int i) {
-    auto c = config::from_url(srv(i).url());
-    c.watchdog_timeout = 1000ms;
-    c.request_timeout = 1000ms;
-    c.connect_timeout = 1000ms;
-    c.reconnect_min_delay = 10ms;
-    c.reconnect_max_delay = 100ms;
-    clients_.push_back(std::make_unique<client>(c));
+    clients_.push_back(std::make_unique<client>(short_timeouts(srv(i), 1000ms)));
     clients_.back()->ping();
     return *clients_.back();
   }
@@ -129,7 +105,7 @@ TEST_F(multi_lock_test, losing_one_member_is_losing_the_multi_lock) {
   ASSERT_EQ(raw(0)({"DEL", "loss:a"}).integer, 1);
   // The next renewal (every third of the 1 s lease) finds it gone.
   ASSERT_TRUE(eventually([&] { return log.count() > 0; }, 3000ms));
-  auto info = log.first();
+  auto info = log.at(0);
   EXPECT_EQ(info.member, 0u);
   EXPECT_EQ(info.name, "loss:a");
   EXPECT_EQ(info.kind, lock_kind::reentrant);
@@ -149,12 +125,9 @@ TEST_F(multi_lock_test, losing_one_member_is_losing_the_multi_lock) {
   ASSERT_EQ(raw(1)({"DEL", "loss:b"}).integer, 1);
   ASSERT_EQ(raw(1)({"HSET", "loss:b", "someone-else:1", "1"}).integer, 1);
   ASSERT_TRUE(eventually([&] { return log.count() > 1; }, 3000ms));
-  {
-    std::lock_guard<std::mutex> g(log.mu);
-    EXPECT_EQ(log.told.at(1).member, 1u);
-    EXPECT_EQ(log.told.at(1).name, "loss:b");
-    EXPECT_EQ(log.told.at(1).reason, lost_reason::taken);
-  }
+  EXPECT_EQ(log.at(1).member, 1u);
+  EXPECT_EQ(log.at(1).name, "loss:b");
+  EXPECT_EQ(log.at(1).reason, lost_reason::taken);
   EXPECT_TRUE(gone(0, "loss:a"));
   EXPECT_EQ(raw(1)({"HGET", "loss:b", "someone-else:1"}).str, "1");  // theirs, left alone
   ml.unlock(ec);
@@ -224,30 +197,23 @@ TEST_F(multi_lock_test, async_calls_complete_outside_the_initiating_call) {
   client& a = make_client(0);
   client& b = make_client(1);
   multi_lock ml({a.lock("as:a"), b.lock("as:b")});
-  // Inside the call means on this thread before it returned: the completion may well run on a
-  // client's I/O thread before this thread gets to its next statement, which is no fault.
-  const auto caller = std::this_thread::get_id();
-  std::atomic<bool> in_call{true};
-  std::atomic<bool> inline_call{false};
-  std::promise<std::pair<std::error_code, bool>> got;
-  ml.async_try_lock(1000ms, [&](std::error_code ec, bool ok) {
-    if (in_call.load() && std::this_thread::get_id() == caller) inline_call = true;
-    got.set_value({ec, ok});
-  });
-  in_call = false;
-  auto [ec, ok] = got.get_future().get();
+  bool inline_call = true;
+  auto [ec, ok] = complete_outside_call<bool>([&](auto h) { ml.async_try_lock(1000ms, h); }, inline_call);
   EXPECT_FALSE(ec);
   EXPECT_TRUE(ok);
-  EXPECT_FALSE(inline_call.load());
+  EXPECT_FALSE(inline_call);
   EXPECT_TRUE(ml.valid());
   EXPECT_THROW(ml.async_try_lock(0ms, asio::use_future).get(), std::system_error);  // would_deadlock
-  ml.async_unlock(asio::use_future).get();
+  auto unlocked = complete_outside_call<bool>(
+      [&](auto h) { ml.async_unlock([h](std::error_code e) mutable { h(e, true); }); }, inline_call);
+  EXPECT_FALSE(unlocked.first);
+  EXPECT_FALSE(inline_call);
   EXPECT_FALSE(ml.valid());
   EXPECT_FALSE(exists(0, "as:a"));
   EXPECT_FALSE(exists(1, "as:b"));
   EXPECT_THROW(ml.async_unlock(asio::use_future).get(), std::system_error);  // not_owner
   EXPECT_TRUE(ml.async_try_lock(0ms, asio::use_future).get());
-  ml.unlock();
+  ml.async_unlock(asio::use_future).get();
 }
 
 TEST_F(multi_lock_test, a_cancelled_async_acquisition_leaves_nothing) {
