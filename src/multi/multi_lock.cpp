@@ -229,9 +229,12 @@ void multi_lock_impl::decide(later& todo) {
   auto delay = std::min<clock::duration>(backoff_.delay(retries_++, random_unit()), wait_until_ - now);
   waiting_retry_ = true;
   auto t = std::make_shared<asio::steady_timer>(executor(), delay);
-  todo.emplace_back([t, w = weak_from_this(), op = op_] {
-    t->async_wait([t, w, op](std::error_code) {
-      if (auto self = w.lock()) self->on_retry(op);
+  todo.emplace_back([t, self = shared_from_this(), op = op_] {
+    // A closed client's timer never fires (nor does its close hook run again): go at once, and
+    // the attempt fails on that client with client_closed.
+    if (self->m_.front().client->closed()) return self->on_retry(op);
+    t->async_wait([t, w = std::weak_ptr<multi_lock_impl>(self), op](std::error_code) {
+      if (auto s = w.lock()) s->on_retry(op);
     });
   });
 }

@@ -193,6 +193,28 @@ TEST_F(multi_lock_test, opposite_orders_neither_deadlock_nor_overlap) {
   EXPECT_FALSE(exists(1, "ord:y"));
 }
 
+TEST_F(multi_lock_test, a_member_error_ends_the_attempt_and_releases_the_granted) {
+  client& a = make_client(0);
+  client& b = make_client(1);
+  ASSERT_TRUE(raw(1)({"SET", "er:b", "a string, not a lock hash"}).is_ok());
+  multi_lock ml({a.lock("er:a"), b.lock("er:b")});
+  auto t0 = steady::now();
+  std::error_code ec;
+  EXPECT_FALSE(ml.try_lock(5000ms, ec));
+  EXPECT_EQ(ec, errc::wrong_type);
+  EXPECT_LT(ms_since(t0), 2000);  // not retried until the wait ends
+  EXPECT_TRUE(gone(0, "er:a"));
+  EXPECT_EQ(raw(1)({"GET", "er:b"}).str, "a string, not a lock hash");
+
+  client& c = make_client(1);
+  multi_lock closing({a.lock("er:a"), c.lock("er:c")});
+  c.close();
+  EXPECT_FALSE(closing.try_lock(1000ms, ec));
+  EXPECT_EQ(ec, errc::client_closed);
+  EXPECT_TRUE(gone(0, "er:a"));
+  EXPECT_FALSE(exists(1, "er:c"));
+}
+
 TEST_F(multi_lock_test, async_calls_complete_outside_the_initiating_call) {
   client& a = make_client(0);
   client& b = make_client(1);
