@@ -193,6 +193,28 @@ TEST_F(multi_lock_test, opposite_orders_neither_deadlock_nor_overlap) {
   EXPECT_FALSE(exists(1, "ord:y"));
 }
 
+// While one member is held by someone else, the multi lock gives the others back between its
+// attempts: a plain waiter on one of them gets it within about one attempt's budget.
+TEST_F(multi_lock_test, waiting_for_one_member_does_not_keep_the_others) {
+  client& a = make_client(0);
+  client& b = make_client(1);
+  client& other_a = make_client(0);
+  client& other_b = make_client(1);
+  auto y_holder = other_b.lock("wt:y");
+  y_holder.lock();
+  multi_lock ml({a.lock("wt:x"), b.lock("wt:y")});
+  auto result = ml.async_try_lock(5000ms, asio::use_future);
+  auto x_waiter = other_a.lock("wt:x");
+  auto t0 = steady::now();
+  ASSERT_TRUE(x_waiter.try_lock(2000ms));  // the multi lock let go of x between attempts
+  EXPECT_LT(ms_since(t0), 1000);
+  x_waiter.unlock();
+  y_holder.unlock();
+  EXPECT_TRUE(result.get());  // then granted, within its wait
+  EXPECT_TRUE(ml.valid());
+  ml.unlock();
+}
+
 TEST_F(multi_lock_test, a_member_error_ends_the_attempt_and_releases_the_granted) {
   client& a = make_client(0);
   client& b = make_client(1);
