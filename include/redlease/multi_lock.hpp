@@ -102,8 +102,8 @@ class multi_lock {
   /// lock's own, so the handles' own holds and `on_lost` callbacks are not affected). No I/O. The
   /// handles' wait strategies are kept.
   /// @throws redlease::error `errc::invalid_argument` if `members` is empty, holds a moved-from
-  /// handle or two members with one name on one client, or if an option is not positive or
-  /// `retry_first` exceeds `retry_cap`.
+  /// handle or two members with one name on one client, or if `attempt_wait` is negative,
+  /// `retry_first` not positive, or `retry_first` exceeds `retry_cap`.
   explicit multi_lock(std::vector<detail::lock_handle> members, multi_lock_options opts = {});
   /// If held, sends the release of every member without waiting for it; an acquisition under way
   /// is cancelled (what it got is released) and completes with `errc::operation_aborted`. Once it
