@@ -45,6 +45,12 @@ class multi_lock_test : public redis_fixture {
     clients_.back()->ping();
     return *clients_.back();
   }
+  // `name` on server `i`, locked by a client of its own (another holder).
+  detail::lock_handle held_elsewhere(int i, const std::string& name) {
+    auto h = make_client(i).lock(name);
+    h.lock();
+    return h;
+  }
   bool exists(int i, const std::string& key) { return raw(i)({"EXISTS", key}).integer == 1; }
   // True once `key` is gone on server `i`, within `limit` (far below any lease it could have).
   bool gone(int i, const std::string& key, std::chrono::milliseconds limit = 500ms) {
@@ -196,15 +202,10 @@ TEST_F(multi_lock_test, opposite_orders_neither_deadlock_nor_overlap) {
 // While one member is held by someone else, the multi lock gives the others back between its
 // attempts: a plain waiter on one of them gets it within about one attempt's budget.
 TEST_F(multi_lock_test, waiting_for_one_member_does_not_keep_the_others) {
-  client& a = make_client(0);
-  client& b = make_client(1);
-  client& other_a = make_client(0);
-  client& other_b = make_client(1);
-  auto y_holder = other_b.lock("wt:y");
-  y_holder.lock();
-  multi_lock ml({a.lock("wt:x"), b.lock("wt:y")});
+  auto y_holder = held_elsewhere(1, "wt:y");
+  multi_lock ml({make_client(0).lock("wt:x"), make_client(1).lock("wt:y")});
   auto result = ml.async_try_lock(5000ms, asio::use_future);
-  auto x_waiter = other_a.lock("wt:x");
+  auto x_waiter = make_client(0).lock("wt:x");
   auto t0 = steady::now();
   ASSERT_TRUE(x_waiter.try_lock(2000ms));  // the multi lock let go of x between attempts
   EXPECT_LT(ms_since(t0), 1000);
@@ -261,12 +262,8 @@ TEST_F(multi_lock_test, async_calls_complete_outside_the_initiating_call) {
 }
 
 TEST_F(multi_lock_test, a_cancelled_async_acquisition_leaves_nothing) {
-  client& a = make_client(0);
-  client& b = make_client(1);
-  client& other = make_client(1);
-  auto holder = other.lock("cx:b");
-  holder.lock();
-  multi_lock ml({a.lock("cx:a"), b.lock("cx:b")});
+  auto holder = held_elsewhere(1, "cx:b");
+  multi_lock ml({make_client(0).lock("cx:a"), make_client(1).lock("cx:b")});
   asio::cancellation_signal sig;
   std::promise<std::pair<std::error_code, bool>> got;
   auto t0 = steady::now();
