@@ -61,6 +61,14 @@ std::string random_token() {
   return hex(b, sizeof b);
 }
 
+double random_unit() {
+  unsigned char b[8];
+  fill(b, sizeof b);
+  std::uint64_t v = 0;
+  for (unsigned char x : b) v = (v << 8) | x;
+  return static_cast<double>(v >> 12) / static_cast<double>(std::uint64_t{1} << 52);
+}
+
 std::string random_uuid() {
   unsigned char b[16];
   fill(b, sizeof b);

@@ -126,6 +126,9 @@ inline std::chrono::milliseconds saturated_wait(double d) noexcept {
 
 struct lost_slot;
 struct acquire_cancel;
+/// @private The library's own access to a handle's client and to fresh copies with a slot of their
+/// own, for compositions above the lock engine (src/facade/handle_access.hpp).
+struct handle_access;
 using ms = std::chrono::milliseconds;
 using void_handler = unique_function<void(std::error_code)>;
 using bool_handler = unique_function<void(std::error_code, bool)>;
@@ -410,6 +413,7 @@ class lock_handle {
   lock_handle(std::shared_ptr<client_impl> c, std::string name, lock_kind kind);
 
  private:
+  friend struct handle_access;
   void release_slot() noexcept;
   // An acquisition's cancellation state: installed in the handler's cancellation slot, if it has
   // one; a cancellation is posted to the client's executor, which ends the waiting (see above).

@@ -16,6 +16,7 @@
 #include "redlease/error.hpp"
 #include "redlease/layout.hpp"
 #include "redlease/lock.hpp"
+#include "redlease/multi_lock.hpp"
 #include "redlease/redlock.hpp"
 #include "redlease/reply.hpp"
 #include "redlease/stock.hpp"

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "facade/client_impl.hpp"
+#include "facade/handle_access.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/protocol.hpp"
 #include "redlease/client.hpp"
@@ -39,6 +40,8 @@ owner_id this_thread_owner() noexcept {
 }
 
 owner_id client::new_owner() noexcept { return next_owner.fetch_add(1, std::memory_order_relaxed); }
+
+owner_id detail::handle_access::new_owner() noexcept { return next_owner.fetch_add(1, std::memory_order_relaxed); }
 
 namespace detail {
 

@@ -17,6 +17,8 @@ node_set::node_set(const std::vector<std::reference_wrapper<client>>& clients) {
   }
 }
 
+node_set::node_set(std::vector<std::shared_ptr<client_impl>> clients) noexcept : nodes_(std::move(clients)) {}
+
 node_set::~node_set() = default;
 node_set::node_set(node_set&&) noexcept = default;
 
@@ -25,6 +27,14 @@ const asio::any_io_executor& node_set::home_executor() const noexcept { return n
 const config& node_set::home_cfg() const noexcept { return nodes_.front()->cfg(); }
 
 bool node_set::home_closed() const noexcept { return nodes_.front()->closed(); }
+
+const config& node_set::cfg(std::size_t i) const noexcept { return nodes_[i]->cfg(); }
+
+bool node_set::closed(std::size_t i) const noexcept { return nodes_[i]->closed(); }
+
+void node_set::run_or_fail(std::size_t i, unique_function<void(bool closed)> f) const {
+  nodes_.at(i)->run_or_fail([f = std::move(f)](bool closed) mutable { f(closed); });
+}
 
 bool node_set::blocking_forbidden() const noexcept {
   return std::any_of(nodes_.begin(), nodes_.end(),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The masters of a composition above the lock engine (a RedLock): one client per node, and all the
-// composition knows of them. The first node is the home: its executor runs the composition's
+// The clients of a composition above the lock engine (a RedLock's masters, a multi lock's members'
+// clients): one client per node, and all the composition knows of them; the one file that knows
+// the client is node_set.cpp. The first node is the home: its executor runs the composition's
 // timers and completions. It keeps the clients' state alive, not their connections.
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "base/command.hpp"
 #include "base/script.hpp"
 #include "base/handlers.hpp"
+#include "redlease/detail/unique_function.hpp"
 
 namespace redlease {
 class client;
@@ -30,6 +32,8 @@ class node_set {
   /// One node per client, in the order given (the nodes' indexes).
   /// @throws redlease::error `errc::invalid_argument` for a moved-from client.
   explicit node_set(const std::vector<std::reference_wrapper<client>>& clients);
+  /// One node per client (a client may come more than once).
+  explicit node_set(std::vector<std::shared_ptr<client_impl>> clients) noexcept;
   ~node_set();
   node_set(node_set&&) noexcept;
   node_set(const node_set&) = delete;
@@ -41,6 +45,8 @@ class node_set {
   const asio::any_io_executor& home_executor() const noexcept;
   const config& home_cfg() const noexcept;
   bool home_closed() const noexcept;
+  const config& cfg(std::size_t i) const noexcept;
+  bool closed(std::size_t i) const noexcept;
   /// A blocking call on this thread would deadlock: it runs one of the clients' executors.
   bool blocking_forbidden() const noexcept;
   /// Posts `fn` to the home executor; false (and `fn` dropped) once the home client is closed.
@@ -48,6 +54,9 @@ class node_set {
   /// Runs the script on node `i` (EVALSHA with the NOSCRIPT fallback, keyed by `key`): posted to
   /// that node's executor, `h` run there. False (nothing sent) once that client is closed.
   bool exec_script(std::size_t i, std::string key, const lua_script& s, arg_list args, reply_handler h) const;
+  /// Runs `f(false)` on node `i`'s executor (at once when called there), or `f(true)` on the calling
+  /// thread once that client is closed.
+  void run_or_fail(std::size_t i, unique_function<void(bool closed)> f) const;
 
   // Home executor only.
   /// Runs `fn` when the home client closes, unless `alive` has expired by then.

@@ -18,13 +18,6 @@ using namespace std::chrono_literals;
 
 redlock_clock::time_point now() { return redlock_clock::now(); }
 
-// A number in [0, 1) from the CSPRNG: the random part of a retry delay.
-double random_unit() {
-  std::string t = random_token();  // 32 hex digits
-  std::uint64_t v = std::strtoull(t.substr(0, 13).c_str(), nullptr, 16);  // 52 bits
-  return static_cast<double>(v) / static_cast<double>(std::uint64_t{1} << 52);
-}
-
 // redlock_acquire.lua: 1 granted, 2 ours, 0 taken; redlock_fenced_acquire.lua: {1, token},
 // {2, token}, 0.
 node_answer acquire_answer(std::error_code ec, const reply& r) {

@@ -2,12 +2,16 @@
 // Shared helpers of the lock tests.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <string>
-#include <vector>
+#include <system_error>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "redis_fixture.hpp"
 #include "redlease/redlease.hpp"
@@ -61,18 +65,63 @@ struct error_log {
   bool has(const std::string& text) { return count(text) > 0; }
 };
 
+/// What a callback was told (`lost_info`, `multi_lost_info`, ...), from any thread.
+template <class Info>
+struct callback_log {
+  std::mutex mu;
+  std::vector<Info> told;
+  std::function<void(const Info&)> hook() {
+    return [this](const Info& i) {
+      std::lock_guard<std::mutex> g(mu);
+      told.push_back(i);
+    };
+  }
+  std::size_t count() {
+    std::lock_guard<std::mutex> g(mu);
+    return told.size();
+  }
+  /// A copy of the `n`th call's argument.
+  Info at(std::size_t n) {
+    std::lock_guard<std::mutex> g(mu);
+    return told.at(n);
+  }
+};
+
+/// Starts an async operation with `start(handler)` for a `void(std::error_code, T)` completion and
+/// waits for it. `inline_call` tells whether the handler ran inside the initiating call: on this
+/// thread before the call returned (the completion may well run on an I/O thread before this thread
+/// gets to its next statement, which is no fault).
+template <class T, class Start>
+std::pair<std::error_code, T> complete_outside_call(Start start, bool& inline_call) {
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> in_call{true};
+  std::atomic<bool> inside{false};
+  std::promise<std::pair<std::error_code, T>> got;
+  start([&](std::error_code ec, T v) {
+    if (in_call.load() && std::this_thread::get_id() == caller) inside = true;
+    got.set_value({ec, std::move(v)});
+  });
+  in_call = false;
+  auto r = got.get_future().get();
+  inline_call = inside.load();
+  return r;
+}
+
+/// A client configuration for server `s` with short timeouts and the given watchdog timeout.
+inline config short_timeouts(redis_server& s, std::chrono::milliseconds watchdog = 30000ms) {
+  auto c = config::from_url(s.url());
+  c.watchdog_timeout = watchdog;
+  c.request_timeout = 1000ms;
+  c.connect_timeout = 1000ms;
+  c.reconnect_min_delay = 10ms;
+  c.reconnect_max_delay = 100ms;
+  return c;
+}
+
 /// A fixture with a server and a client factory with short timeouts.
 class lock_fixture : public redis_fixture {
  protected:
-  config cfg(std::chrono::milliseconds watchdog = 30000ms) {
-    auto c = config::from_url(server().url());
-    c.watchdog_timeout = watchdog;
-    c.request_timeout = 1000ms;
-    c.connect_timeout = 1000ms;
-    c.reconnect_min_delay = 10ms;
-    c.reconnect_max_delay = 100ms;
-    return c;
-  }
+  config cfg(std::chrono::milliseconds watchdog = 30000ms) { return short_timeouts(server(), watchdog); }
   raw_client& raw() {
     if (!raw_) raw_ = std::make_unique<raw_client>(server().client());
     return *raw_;

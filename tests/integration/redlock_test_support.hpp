@@ -17,25 +17,7 @@
 
 namespace redlease::test {
 
-// What on_lost told, from any thread.
-struct lost_log {
-  std::mutex mu;
-  std::vector<lost_info> told;
-  lost_handler hook() {
-    return [this](const lost_info& i) {
-      std::lock_guard<std::mutex> g(mu);
-      told.push_back(i);
-    };
-  }
-  std::size_t count() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.size();
-  }
-  lost_reason first() {
-    std::lock_guard<std::mutex> g(mu);
-    return told.at(0).reason;
-  }
-};
+using lost_log = callback_log<lost_info>;
 
 class redlock_fixture : public redis_fixture {
  protected:

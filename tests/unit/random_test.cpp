@@ -50,5 +50,20 @@ TEST(random_test, forked_child_does_not_repeat_the_parents_next_token) {
   EXPECT_NE(std::string(buf, 32), random_token());
 }
 
+TEST(random_test, random_unit_is_in_the_unit_interval_and_spread_over_it) {
+  int buckets[10] = {};
+  for (int i = 0; i < 10000; ++i) {
+    double u = random_unit();
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    ++buckets[static_cast<int>(u * 10)];
+  }
+  // 1,000 expected per tenth; a CSPRNG falls outside [800, 1200] with a probability below 1e-9.
+  for (int b : buckets) {
+    EXPECT_GT(b, 800);
+    EXPECT_LT(b, 1200);
+  }
+}
+
 }  // namespace
 }  // namespace redlease::detail
