@@ -257,41 +257,19 @@ class lock_session final : public run_session {
     return acquired(kind_name(o_), lock_->holder_id(owner_));
   }
 
-  // Releases the lock; true if it was still ours.
-  bool release() override {
-    // Known lost already: nothing of ours to release (an unlock would only wait on a server that
-    // may be the reason the lock was lost).
-    if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
-      report_lost(reason_name(static_cast<lost_reason>(why)));
-      return false;
-    }
+  std::error_code unlock() override {
     std::error_code ec;
     lock_->unlock(ec);
-    if (!ec) {
-      rep_(reporter::verbose_only, "released").say("released lock " + rep_.quoted());
-    } else if (ec == errc::lock_lost) {
-      int why = state_->lost.load(std::memory_order_acquire);
-      if (why >= 0) {
-        report_lost(reason_name(static_cast<lost_reason>(why)));
-      } else {
-        // Found at the release (a fixed lease is not renewed, so nothing looked before): the key
-        // is someone else's now, or gone.
-        std::error_code xec;
-        auto r = c_->command({"EXISTS", o_.name}, xec);
-        report_lost(xec ? "unknown" : r.integer == 1 ? "taken" : "deleted");
-      }
-      return false;
-    } else {
-      // Printed even with -q: the next run may be refused until the lease ends.
-      std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
-      rep_(reporter::error, "release_failed")
-          .str("message", why)
-          .say("could not release lock " + rep_.quoted() + ": " + why +
-               "; it may stay held until its lease ends (the release may also have run)");
-      release_error_ = ec;
-    }
-    return true;
+    return ec;
   }
+
+  // A fixed lease is not renewed, so nothing looked before: the key is someone else's now, or gone.
+  const char* lost_at_release() override {
+    std::error_code ec;
+    auto r = c_->command({"EXISTS", o_.name}, ec);
+    return ec ? "unknown" : r.integer == 1 ? "taken" : "deleted";
+  }
+
 
   // acquire()
   owner_id owner_{};
@@ -305,6 +283,7 @@ class lock_session final : public run_session {
 };
 
 int run_command(const run_options& o, int& reraise) {
+  if (o.redlock) return run_redlock(o, reraise);
   return lock_session(o).run(reraise);
 }
 
@@ -337,10 +316,14 @@ void setup_run(CLI::App& app, action_t& action) {
       "SIGUSR1 and SIGUSR2 sent to redlease are forwarded to it. If the lock is lost while it runs,\n"
       "it gets SIGTERM, then SIGKILL after --kill-after, and redlease exits 76. Without a terminal the\n"
       "command has a process group of its own, and these go to the whole group.\n"
+      "RedLock: redlease run --redlock --redis URL1 --redis URL2 --redis URL3 NAME -- COMMAND (at least 3\n"
+      "masters; without --redis, the space-separated URLs of $REDLEASE_URL): held while a majority holds\n"
+      "one random value under NAME; --watchdog-timeout is its TTL; no --lease, no REDLEASE_FENCING_TOKEN.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
       "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
       "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
-      "refusing for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY); 70 an unexpected error (for example\n"
+      "refusing for now: maxclients, OOM, NOREPLICAS, LOADING, BUSY; with --redlock, a majority of the\n"
+      "masters); 70 an unexpected error (for example\n"
       "a fencing token key that holds no number); 78 an ACL permission the user lacks or a renamed command (also\n"
       "when the release is refused); 79 the command succeeded but the release was not confirmed (the lock\n"
       "may stay held until its lease ends); 126/127 command not executable/not found; 128+N signal N ended\n"
@@ -350,7 +333,7 @@ void setup_run(CLI::App& app, action_t& action) {
   cmd->add_option("command", o->command, "The command to run, after --")->required();
   // One URL per --redis (repeated for --redlock), so that NAME after it is not taken for a URL.
   cmd->add_option("--redis", o->urls,
-                  "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379)")
+                  "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379); with --redlock, once per master")
       ->allow_extra_args(false);
   add_tls_flags(cmd);
   cmd->add_option("--wait", o->wait, "How long to wait for the lock (default: forever; 0: try once)")
@@ -374,10 +357,16 @@ void setup_run(CLI::App& app, action_t& action) {
                                   "Take the read side of Redisson's read-write lock NAME: shared with other readers")
                         ->excludes(mutex_flag)
                         ->excludes(fair_flag);
-  cmd->add_flag("--write", o->write, "Take the write side of Redisson's read-write lock NAME")
+  auto* write_flag = cmd->add_flag("--write", o->write, "Take the write side of Redisson's read-write lock NAME")
+                         ->excludes(mutex_flag)
+                         ->excludes(fair_flag)
+                         ->excludes(read_flag);
+  cmd->add_flag("--redlock", o->redlock,
+                "RedLock: one lock over 3 or more independent masters (a --redis each), held by a majority")
       ->excludes(mutex_flag)
       ->excludes(fair_flag)
-      ->excludes(read_flag);
+      ->excludes(read_flag)
+      ->excludes(write_flag);
   auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);

@@ -494,4 +494,30 @@ void run_session::report_lost(const char* reason) {
   rep_(reporter::notice, "lost").str("reason", reason).say("lock " + rep_.quoted() + " lost (" + reason + ")");
 }
 
+bool run_session::release() {
+  // Known lost already: nothing of ours to release (an unlock would only wait on a server that
+  // may be the reason the lock was lost).
+  if (int why = state_->lost.load(std::memory_order_acquire); why >= 0) {
+    report_lost(reason_name(static_cast<lost_reason>(why)));
+    return false;
+  }
+  const std::error_code ec = unlock();
+  if (!ec) {
+    rep_(reporter::verbose_only, "released").say("released lock " + rep_.quoted());
+  } else if (ec == errc::lock_lost) {
+    int why = state_->lost.load(std::memory_order_acquire);
+    report_lost(why >= 0 ? reason_name(static_cast<lost_reason>(why)) : lost_at_release());
+    return false;
+  } else {
+    // Printed even with -q: the next run may be refused until the lease ends.
+    std::string why = ec.message() + (last_error_text().empty() ? "" : " (" + last_error_text() + ")");
+    rep_(reporter::error, "release_failed")
+        .str("message", why)
+        .say("could not release lock " + rep_.quoted() + ": " + why +
+             "; it may stay held until its lease ends (the release may also have run)");
+    release_error_ = ec;
+  }
+  return true;
+}
+
 }  // namespace redlease::cli::run_detail

@@ -139,8 +139,15 @@ class run_session {
   virtual step check_options() = 0;
   virtual void connect() = 0;
   virtual step acquire() = 0;
-  // Releases the lock; true if it was still ours. Sets release_error_ when it could not tell.
-  virtual bool release() = 0;
+  // Sends the release and waits for it: errc::lock_lost if the lock was no longer ours.
+  virtual std::error_code unlock() = 0;
+  // Why the lock was lost, when its release found it so and no loss was told before: "taken",
+  // "deleted" or "unknown".
+  virtual const char* lost_at_release() = 0;
+
+  // Releases the lock (unless known lost); true if it was still ours. Sets release_error_ when the
+  // release was not confirmed.
+  bool release();
 
   int fail(int status, const std::string& library_message) const;
   int interrupted(int sig) const;
