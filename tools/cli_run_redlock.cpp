@@ -49,7 +49,7 @@ class redlock_session final : public run_session {
       nodes_.labels.push_back(cfg.redacted_url());
       nodes_.clients.push_back(std::make_unique<client>(cfg));
     }
-    const auto pings = ping_nodes(nodes_, nodes_.quorum(), ping_grace);
+    const auto pings = ping_nodes(nodes_, ping_grace);
     require_quorum(nodes_, pings, "RedLock " + rep_.quoted());
     say_unreachable(pings);
     redlock_options ro;
@@ -113,7 +113,7 @@ class redlock_session final : public run_session {
     switch (state_->acquire.load(std::memory_order_acquire)) {
       case shared_state::not_acquired: {
         // Refused by a majority, or not answered by one: only the latter is Redis unavailable.
-        require_quorum(nodes_, ping_nodes(nodes_, nodes_.quorum(), ping_grace),
+        require_quorum(nodes_, ping_nodes(nodes_, ping_grace),
                        "RedLock " + rep_.quoted() + " not acquired");
         rep_(reporter::notice, "not_acquired")
             .num("wait_ms", ms_between(t0_, steady::now()))

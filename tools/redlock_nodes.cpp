@@ -34,7 +34,7 @@ std::vector<std::reference_wrapper<client>> redlock_nodes::refs() const {
   return out;
 }
 
-std::vector<node_ping> ping_nodes(const redlock_nodes& nodes, std::size_t enough, std::chrono::milliseconds grace) {
+std::vector<node_ping> ping_nodes(const redlock_nodes& nodes, std::optional<std::chrono::milliseconds> grace) {
   struct shared {
     std::mutex mu;
     std::condition_variable cv;
@@ -62,11 +62,12 @@ std::vector<node_ping> ping_nodes(const redlock_nodes& nodes, std::size_t enough
       st->cv.notify_all();
     });
   }
-  const std::size_t n = nodes.size();
+  const std::size_t n = nodes.size(), quorum = nodes.quorum();
   std::unique_lock<std::mutex> g(st->mu);
-  st->cv.wait(g, [&] { return st->answered + st->failed == n || st->answered >= enough || n - st->failed < enough; });
-  if (st->answered >= enough)
-    st->cv.wait_for(g, grace, [&] { return st->answered + st->failed == n; });
+  st->cv.wait(g, [&] {
+    return st->answered + st->failed == n || (grace && (st->answered >= quorum || n - st->failed < quorum));
+  });
+  if (grace && st->answered >= quorum) st->cv.wait_for(g, *grace, [&] { return st->answered + st->failed == n; });
   return st->pings;
 }
 

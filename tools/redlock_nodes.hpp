@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -41,10 +42,10 @@ struct node_ping {
   std::string message;     // the failure in the CLI's words: "<url>: connection refused: ..."
 };
 
-/// PINGs every node at once. Returns when every node answered or failed, or when `enough` nodes
-/// answered and the others had `grace` more to do so, or when so many failed that `enough` cannot
-/// be reached. A node that said nothing by then is neither answered nor failed.
-std::vector<node_ping> ping_nodes(const redlock_nodes& nodes, std::size_t enough, std::chrono::milliseconds grace);
+/// PINGs every node at once. Returns when every node answered or failed; with `grace`, also when a
+/// quorum answered and the others had `grace` more to do so, or when so many failed that a quorum
+/// cannot answer. A node that said nothing by then is neither answered nor failed.
+std::vector<node_ping> ping_nodes(const redlock_nodes& nodes, std::optional<std::chrono::milliseconds> grace);
 
 /// Throws a redlease::error with the first failure's code (unreachable: 69) when fewer than a
 /// quorum of `pings` answered: `<what>: 2 of 3 masters cannot be reached (RedLock needs 2): <url>:
