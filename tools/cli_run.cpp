@@ -342,7 +342,8 @@ void setup_run(CLI::App& app, action_t& action) {
                                 "Hold the lock for this fixed lease, with no watchdog (at least 100ms)")
                     ->check(duration_validator());
   auto* wd = cmd->add_option("--watchdog-timeout", o->watchdog,
-                             "Lease renewed every third of it while the command runs (default 30s, at least 100ms)")
+                             "Lease renewed every third of it while the command runs (default 30s, at least 100ms; --redlock: "
+                             "the keys' TTL)")
                  ->check(duration_validator());
   lease->excludes(wd);
   cmd->add_option("--kill-after", o->kill_after,
