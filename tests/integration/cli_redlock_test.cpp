@@ -12,6 +12,7 @@
 #include "cli_process.hpp"
 #include "lock_test_support.hpp"
 #include "raw_client.hpp"
+#include "test_certs.hpp"
 
 namespace redlease::test {
 namespace {
@@ -261,6 +262,55 @@ TEST_F(cli_redlock_test, a_signal_while_waiting_ends_the_run) {
   EXPECT_FALSE(file_exists("ran"));
   EXPECT_NE(p.err().find("\"event\":\"interrupted\""), std::string::npos) << p.err();
   EXPECT_TRUE(eventually([&] { return values("wait")[2].empty(); }, 1000ms));
+}
+
+// Each URL is a client of its own, with the usual TLS flags: a TLS master among plain ones takes
+// part with --cacert; with a CA that does not know it, the two others grant; a majority of TLS
+// failures is 69, with their words.
+TEST_F(cli_redlock_test, a_tls_master_among_plain_ones) {
+  REDLEASE_REQUIRE(test_certs::available(), "openssl not found");
+  test_certs certs;
+  server_options o;
+  o.tls.cert_file = certs.server().cert;
+  o.tls.key_file = certs.server().key;
+  o.tls.ca_file = certs.ca();
+  redis_server tls(o);
+  raw_client tls_raw = tls.client();  // on its plain port
+  const std::vector<std::string> masters{"--redis", srv(0).url(), "--redis", srv(1).url(), "--redis", tls.tls_url()};
+  auto args = [&](const std::string& ca, const std::string& body) {
+    std::vector<std::string> a{"run", "--redlock", "--json", "--cacert", ca};
+    a.insert(a.end(), masters.begin(), masters.end());
+    a.insert(a.end(), {"tls", "--", "sh", "-c", body});
+    return a;
+  };
+  auto& p = start(args(certs.ca(), wait_for_go()));
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  const auto v = raw(0)({"GET", "tls"}).str;
+  EXPECT_EQ(v.size(), 32u);
+  EXPECT_TRUE(eventually([&] { return tls_raw({"GET", "tls"}).str == v; }, 3000ms));
+  std::vector<std::string> st{"status", "--redlock", "--cacert", certs.ca()};
+  st.insert(st.end(), masters.begin(), masters.end());
+  st.push_back("tls");
+  auto r = run(st);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("tls: held by a majority (3 of 3 masters, value " + v + ")"), std::string::npos) << r.out;
+  go();
+  EXPECT_EQ(p.wait(), 0) << p.err();
+  EXPECT_TRUE(tls_raw({"GET", "tls"}).is_nil());
+
+  // (Whether the failed handshake is named depends on its coming within the grace after the two
+  // others answered: only the outcome is checked.)
+  r = run(args(certs.other_ca(), "echo > " + path("ran")));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(file_exists("ran"));
+  // Two URLs of it (a majority) fail: 69, with the TLS failure's words for each.
+  r = run({"run", "--redlock", "--cacert", certs.other_ca(), "--redis", srv(0).url(), "--redis", tls.tls_url(),
+           "--redis", tls.tls_url(), "tls", "--", "sh", "-c", "echo > " + path("ran2")});
+  EXPECT_EQ(r.status, 69) << r.err;
+  EXPECT_FALSE(file_exists("ran2"));
+  EXPECT_NE(r.err.find("2 of 3 masters cannot be reached"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown CA"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--cacert"), std::string::npos) << r.err;
 }
 
 TEST_F(cli_redlock_test, status_shows_each_node_and_the_verdict) {
