@@ -103,10 +103,7 @@ class lock_session final : public run_session {
                   : o_.read  ? detail::lock_handle(c.read_lock(o_.name))
                   : o_.write ? detail::lock_handle(c.write_lock(o_.name))
                              : detail::lock_handle(c.lock(o_.name)));
-    lock_->on_lost([state = state_](const lost_info& info) {
-      state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
-      state->notify();
-    });
+    lock_->on_lost(tell_lost());
   }
 
   // The end of an acquisition, on the I/O thread: what the main thread reads once woken.

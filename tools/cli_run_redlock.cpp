@@ -55,10 +55,7 @@ class redlock_session final : public run_session {
     redlock_options ro;
     ro.ttl = watchdog_;
     rl_.emplace(nodes_.refs(), o_.name, ro);
-    rl_->on_lost([state = state_](const lost_info& info) {
-      state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
-      state->notify();
-    });
+    rl_->on_lost(tell_lost());
   }
 
   // The masters that did not answer, when a majority did: the lock is taken without them.

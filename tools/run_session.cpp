@@ -331,6 +331,13 @@ config run_session::client_config(const std::string& url) const {
   return cfg;
 }
 
+lost_handler run_session::tell_lost() const {
+  return [state = state_](const lost_info& info) {
+    state->lost.store(static_cast<int>(info.reason), std::memory_order_release);
+    state->notify();
+  };
+}
+
 int run_session::interrupted(int sig) const {
   rep_(reporter::notice, "interrupted")
       .str("signal", signal_name(sig))

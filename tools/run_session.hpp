@@ -155,6 +155,8 @@ class run_session {
   // After a grant: the `acquired` event (`kind`, `holder` as `status` lists it), then the end of the
   // run if the lock was lost already or a signal came with the grant.
   step acquired(const char* kind, const std::string& holder);
+  // The lock's on_lost: stores the reason in state_ and wakes the main thread.
+  lost_handler tell_lost() const;
   // The config of the client for `url` (make_config): with --json, its warnings and background
   // errors are events; the lease is --watchdog-timeout.
   config client_config(const std::string& url) const;
