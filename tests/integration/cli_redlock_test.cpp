@@ -12,6 +12,7 @@
 #include "cli_process.hpp"
 #include "lock_test_support.hpp"
 #include "raw_client.hpp"
+#include "sentinel_rig.hpp"
 #include "test_certs.hpp"
 
 namespace redlease::test {
@@ -246,6 +247,22 @@ TEST_F(cli_redlock_test, unreachable_nodes_a_minority_is_named_a_majority_exits_
   EXPECT_NE(r.out.find("gone: unknown: only 1 of 3 masters answered (2 needed)"), std::string::npos) << r.out;
 }
 
+// A wait that ends while a majority no longer answers is Redis unavailable (69), not "not acquired".
+TEST_F(cli_redlock_test, a_wait_that_ends_with_a_majority_unreachable_exits_69) {
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(raw(i)({"SET", "w69", "foreign", "PX", "30000"}).is_ok());
+  auto& p = start(run_args("w69", {"--wait", "1500ms"}, "echo > " + path("ran")));
+  ASSERT_TRUE(eventually([&] { return raw(2)({"CLIENT", "LIST"}).str.find("name=redlease-cli") != std::string::npos; },
+                         10000ms))
+      << p.err();
+  srv(0).kill();
+  srv(1).kill();
+  EXPECT_EQ(p.wait(), 69) << p.err();
+  EXPECT_FALSE(file_exists("ran"));
+  EXPECT_NE(p.err().find("RedLock \"w69\" not acquired: 2 of 3 masters cannot be reached (RedLock needs 2)"),
+            std::string::npos)
+      << p.err();
+}
+
 // A signal while waiting ends the wait (within a slice of it) without running the command, and
 // leaves none of its keys.
 TEST_F(cli_redlock_test, a_signal_while_waiting_ends_the_run) {
@@ -311,6 +328,23 @@ TEST_F(cli_redlock_test, a_tls_master_among_plain_ones) {
   EXPECT_NE(r.err.find("2 of 3 masters cannot be reached"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("unknown CA"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("--cacert"), std::string::npos) << r.err;
+}
+
+// A Sentinel-managed master among plain ones: its URL is resolved as `run` resolves any.
+TEST_F(cli_redlock_test, a_sentinel_managed_master_among_plain_ones) {
+  sentinel_rig rig;
+  const std::string sentinel_url =
+      "redis-sentinel://127.0.0.1:" + std::to_string(rig.sentinel_ports()[0]) + "?master=" + rig.master_name();
+  raw_client master = rig.master().client();
+  auto& p = start({"run", "--redlock", "--redis", srv(0).url(), "--redis", sentinel_url, "--redis", srv(1).url(),
+                   "sent", "--", "sh", "-c", wait_for_go()});
+  ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
+  const auto v = raw(0)({"GET", "sent"}).str;
+  EXPECT_EQ(v.size(), 32u);
+  EXPECT_TRUE(eventually([&] { return master({"GET", "sent"}).str == v; }, 3000ms));
+  go();
+  EXPECT_EQ(p.wait(), 0) << p.err();
+  EXPECT_TRUE(master({"GET", "sent"}).is_nil());
 }
 
 TEST_F(cli_redlock_test, status_shows_each_node_and_the_verdict) {
