@@ -12,22 +12,17 @@
 #include "client_cards.hpp"
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
+#include "status_format.hpp"
+#include "status_redlock.hpp"
 
 namespace redlease::cli {
 namespace {
 
 struct status_options {
-  std::string url = default_url();
+  std::vector<std::string> urls;  // --redis, in the order given; none: $REDLEASE_URL
   std::vector<std::string> names;
-  bool json = false;
+  bool json = false, redlock = false;
 };
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  json_escape_to(out, s);
-  out += '"';
-  return out;
-}
 
 struct holder {
   std::string owner;  // Redisson field "<client uuid>:<thread id>", or the mutex token
@@ -216,17 +211,6 @@ std::string to_json(const lock_status& s) {
   return out;
 }
 
-std::string format_ttl(long long ms) {
-  if (ms == -1) return "no expiry";
-  if (ms < 0) return "-";
-  if (ms < 1000) return std::to_string(ms) + "ms";
-  long long tenths = (ms + 50) / 100;
-  if (ms < 60'000) return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + "s";
-  long long s = (ms + 500) / 1000;
-  if (s < 3600) return std::to_string(s / 60) + "m" + std::to_string(s % 60) + "s";
-  return std::to_string(s / 3600) + "h" + std::to_string(s % 3600 / 60) + "m";
-}
-
 std::string holders_text(const lock_status& s) {
   if (s.kind == "mutex")
     return "token " + printable(s.holders.front().owner, true) + (s.problem.empty() ? "" : "; " + s.problem);
@@ -262,21 +246,18 @@ void print_table(const std::vector<lock_status>& all) {
   for (const auto& s : all)
     rows.push_back({printable(s.name, true), s.state, s.kind, format_ttl(s.ttl_ms), std::to_string(s.waiters()),
                     holders_text(s)});
-  std::vector<std::size_t> width(rows.front().size(), 0);
-  for (const auto& r : rows)
-    for (std::size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t i = 0; i < r.size(); ++i) {
-      line += r[i];
-      if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-    }
-    std::cout << line << "\n";
-  }
+  print_rows(rows);
 }
 
 int status(const status_options& o) {
-  client c{make_config(o.url)};
+  if (o.redlock) return status_redlock(o.urls, o.names, o.json);
+  if (o.urls.size() > 1)
+    throw error(errc::invalid_argument,
+                "--redis is given " + std::to_string(o.urls.size()) +
+                    " times: several servers are for --redlock (a RedLock's masters); status takes one --redis "
+                    "otherwise",
+                error::whole_message);
+  client c{make_config(o.urls.empty() ? default_url() : o.urls.front())};
   c.ping();
   std::vector<lock_status> all;
   bool any_foreign = false;  // a key that is not a lock: the acquisitions fail on it (wrong_type)
@@ -295,15 +276,26 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto [cmd, o] = add_command<status_options>(
       app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
+      "With --redlock (--redis once per master, at least 3): per master, the value under each NAME and its\n"
+      "TTL, or free, and whether a majority holds one value.\n"
       "Exit status: 0 done; 65 some key is not a lock (another type, or a hash whose fields are not\n"
-      "holders: every row is still printed); 64 usage (an empty name);\n"
-      "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis); 78 the ACL user\n"
+      "holders; with --redlock, a key that is not a string: every row is still printed); 64 usage (an\n"
+      "empty name, too few masters with --redlock, several --redis without it);\n"
+      "69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis; with --redlock,\n"
+      "a majority of the masters: the rows are still printed); 78 the ACL user\n"
       "may not run a command status sends (TYPE, HGET, PTTL, LRANGE, PUBSUB NUMSUB...) or it is renamed;\n"
       "70 an unexpected error.",
       status);
   cmd->add_option("names", o->names, "The locks' names")->required()->check(lock_name_validator());
-  add_connection_flags(cmd, o->url);
+  // One URL per --redis (repeated for --redlock), so that a name after it is not taken for a URL.
+  cmd->add_option("--redis", o->urls,
+                  "Redis URL (default: $REDLEASE_URL or redis://127.0.0.1:6379); with --redlock, once per master")
+      ->allow_extra_args(false);
+  add_tls_flags(cmd);
   cmd->add_flag("--json", o->json, "One JSON object per lock per line");
+  cmd->add_flag("--redlock", o->redlock,
+                "RedLock: each lock on every master (a --redis each, at least 3), and whether a majority holds "
+                "one value");
 }
 
 }  // namespace redlease::cli

@@ -5,6 +5,7 @@
 #include <charconv>
 
 #include "commands.hpp"
+#include "status_format.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -25,13 +26,6 @@ card_view parse(const reply& fields) {
     else if (f == "name") v.name = x;
   }
   return v;
-}
-
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  json_escape_to(out, s);
-  out += '"';
-  return out;
 }
 
 }  // namespace

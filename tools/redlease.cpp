@@ -43,7 +43,8 @@ int main(int argc, char** argv) {
       "126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done (doctor: no check\n"
       "FAILs). `demo`: 0 every step passed, 1 one failed. The benchmark is redlease-bench.\n"
       "\n"
-      "Environment: REDLEASE_URL (default redis://127.0.0.1:6379), REDLEASE_PASSWORD,\n"
+      "Environment: REDLEASE_URL (default redis://127.0.0.1:6379; for --redlock, the masters' URLs separated\n"
+      "by spaces), REDLEASE_PASSWORD,\n"
       "REDLEASE_SENTINEL_PASSWORD, REDLEASE_CACERT, REDLEASE_CERT, REDLEASE_KEY.");
   action_t action;
   setup_run(app, action);
