@@ -82,13 +82,17 @@ struct meter {
   steady::time_point t;
   double cpu = 0, redis = 0;
   long long csw = 0;
-  double cmds = 0;
+  double cmds = 0, writes = 0;
 };
 
 meter sample(servers& ss, std::size_t n, const std::vector<client*>& cs) {
   meter m;
   m.redis = ss.redis_cpu(n);
-  for (auto* c : cs) m.cmds += static_cast<double>(c->stats().commands);
+  for (auto* c : cs) {
+    auto st = c->stats();
+    m.cmds += static_cast<double>(st.commands);
+    m.writes += static_cast<double>(st.writes);
+  }
   m.cpu = process_cpu_seconds();
   m.csw = process_context_switches();
   m.t = steady::now();
@@ -97,7 +101,7 @@ meter sample(servers& ss, std::size_t n, const std::vector<client*>& cs) {
 
 // Sums of the measured stretches of one case (several slices for the R1 ones).
 struct totals {
-  double secs = 0, ops = 0, cpu = 0, redis = 0, csw = 0, cmds = 0;
+  double secs = 0, ops = 0, cpu = 0, redis = 0, csw = 0, cmds = 0, writes = 0;
   void add(const meter& a, const meter& b, double n) {
     secs += seconds(a.t, b.t);
     ops += n;
@@ -105,6 +109,7 @@ struct totals {
     redis += b.redis - a.redis;
     csw += static_cast<double>(b.csw - a.csw);
     cmds += b.cmds - a.cmds;
+    writes += b.writes - a.writes;
   }
   // rt: commands per op when no client counts them (the raw rows).
   void fill(row& r, std::size_t n_servers, double rt = 0) const {
@@ -118,6 +123,7 @@ struct totals {
     r.num("redis_cpu_pct", 100 * redis / secs);  // summed over the servers
     r.num("client_cpu_pct", 100 * cpu / secs);
     r.num("context_switches_per_op", ops > 0 ? csw / ops : 0);
+    if (writes > 0) r.num("commands_per_write", cmds / writes);  // the clients' (none: raw)
   }
 };
 
@@ -447,7 +453,7 @@ row async_redlock(const redlock_run& run, servers& ss, const std::string& name, 
     r.ratio = r.ops_per_s / ceiling;
   }
   r.note = "vs the " + std::to_string(n) + " servers' pair ceiling (SET NX PX + compare-and-delete on each); " +
-           num("%.0f", refused) + " refused";
+           num("%.1f", r.get("commands_per_write")) + " cmds/write; " + num("%.0f", refused) + " refused";
   return r;
 }
 
