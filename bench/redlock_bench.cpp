@@ -7,8 +7,8 @@
 // p50/p99 are those of the acquisition (try_lock alone). Next to them, in the same slices, a raw
 // blocking client does what a perfect RedLock client does on the wire: `SET NX PX` to each of N
 // servers in one go, then the compare-and-delete to each (rows ceiling-redlock-seq-N, p50 until a
-// majority answered). The cases take turns, a slice each, so that the VM's moods fall on all of
-// them alike.
+// majority answered). The cases take turns, a slice each, forwards and backwards, so that the
+// VM's moods fall on all of them alike.
 //
 // B2-async-redlock-3: 256 handles over 3 servers chaining async_try_lock(0ms) -> async_unlock, against
 // the 3 servers' pair ceiling of the same run: a `SET NX PX` and a compare-and-delete per pair on
@@ -56,14 +56,12 @@ struct servers {
   servers(const config& base, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
       procs.push_back(std::make_unique<local::redis_server>());
-      config c = base;
-      c.host = procs.back()->host();
-      c.port = procs.back()->port();
-      c.unix_socket.clear();
-      c.username.clear();
-      c.password.clear();
-      c.database = 0;
-      c.tls = {};
+      // The server's address and nothing else of --redis's (TLS, AUTH, Sentinel); the run's client
+      // settings (--sync-wait, --no-sync-lane, the client name).
+      config c = config::from_url(procs.back()->url());
+      c.client_name = base.client_name;
+      c.sync_wait = base.sync_wait;
+      c.sync_lane = base.sync_lane;
       cfgs.push_back(c);
       meters.push_back(std::make_unique<raw_conn>(c));
       auto r = meters.back()->command({"SCRIPT", "LOAD", lua::redlock_release.body});
@@ -188,8 +186,8 @@ void run_slice(seq_case& c, servers& ss, double secs, bool record) {
   if (record) c.sum.add(a, b, n);
 }
 
-// Runs the R1 cases and their raw rows in turns: `slices` slices of each, in the same order every
-// time, after a warm-up slice of each.
+// Runs the R1 cases and their raw rows in turns: a warm-up slice of each, then 4 slices of each,
+// the turns alternately forwards and backwards.
 std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector<std::size_t>& sizes) {
   std::vector<std::unique_ptr<client>> clients;
   for (std::size_t i = 0; i < ss.cfgs.size(); ++i) {
@@ -242,19 +240,21 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
     lib->release = [l] { l->unlock(); };
     cases.push_back(std::move(lib));
   }
-  auto turn = [&](double secs, bool record) {
-    for (auto& c : cases) {
-      if (!c->error.empty()) continue;
+  // One slice of each case, forwards or backwards: no case always runs first or after the same one.
+  auto turn = [&](double secs, bool record, bool backwards) {
+    for (std::size_t k = 0; k < cases.size(); ++k) {
+      auto& c = *cases[backwards ? cases.size() - 1 - k : k];
+      if (!c.error.empty()) continue;
       try {
-        run_slice(*c, ss, secs, record);
+        run_slice(c, ss, secs, record);
       } catch (const std::exception& e) {
-        c->error = e.what();
+        c.error = e.what();
       }
     }
   };
-  const int slices = 3;
-  turn(run.warm_s, false);
-  for (int s = 0; s < slices; ++s) turn(run.case_s / slices, true);
+  const int slices = 4;
+  turn(run.warm_s, false, false);
+  for (int s = 0; s < slices; ++s) turn(run.case_s / slices, true, s % 2 == 1);
 
   // The raw rows' majority latency: their p50 is the time to a majority, as the library's is.
   std::vector<row> out;
