@@ -25,12 +25,12 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "redlock_bench.hpp"
 #include "commands.hpp"
 #include "local_server.hpp"
 #include "redlease/redlease.hpp"
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
+#include "redlock_bench.hpp"
 
 namespace redlease::cli {
 namespace {

@@ -131,8 +131,10 @@ struct seq_case {
   std::string name;
   std::size_t n = 1;                // servers
   std::vector<client*> clients;     // whose commands count (none: raw)
-  std::function<bool()> acquire;    // true: acquired
+  // When the acquisition counts as done (a raw row: a majority answered); time_point{}: refused.
+  std::function<steady::time_point()> acquire;
   std::function<void()> release;
+  const float* all_answered_us = nullptr;  // raw rows: the last acquisition's time to every answer
   double rt = 0;                    // commands per pair when no client counts them
   std::vector<float> lat, unlock_lat, all_lat;  // all_lat: raw rows, until every server answered
   totals sum;
@@ -145,7 +147,7 @@ struct seq_case {
 struct raw_redlock {
   std::vector<std::unique_ptr<raw_conn>> conns;
   std::string acq, rel;
-  std::vector<float>* all_lat = nullptr;
+  float all_answered_us = 0;  // the last acquisition's, until every server answered
 
   raw_redlock(servers& ss, std::size_t n, const std::string& key) {
     for (std::size_t i = 0; i < n; ++i) conns.push_back(std::make_unique<raw_conn>(ss.cfgs[i]));
@@ -163,7 +165,7 @@ struct raw_redlock {
         throw std::runtime_error("raw RedLock: a node refused: " + t.first_error);
       if (i + 1 == conns.size() / 2 + 1) quorum = steady::now();
     }
-    if (is_acquire && all_lat) all_lat->push_back(us(steady::now() - t0));
+    if (is_acquire) all_answered_us = us(steady::now() - t0);
     return quorum;
   }
 };
@@ -173,12 +175,14 @@ void run_slice(seq_case& c, servers& ss, double secs, bool record) {
   auto end = a.t + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(secs));
   double n = 0;
   for (auto t0 = steady::now(); t0 < end; t0 = steady::now()) {
-    if (!c.acquire()) throw std::runtime_error(c.name + ": try_lock refused a free lock");
+    auto got = c.acquire();
+    if (got == steady::time_point{}) throw std::runtime_error(c.name + ": try_lock refused a free lock");
     auto t1 = steady::now();
     c.release();
     if (record) {
-      c.lat.push_back(us(t1 - t0));
+      c.lat.push_back(us(got - t0));
       c.unlock_lat.push_back(us(steady::now() - t1));
+      if (c.all_answered_us) c.all_lat.push_back(*c.all_answered_us);
     }
     ++n;
   }
@@ -206,12 +210,8 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
     raw->rt = 2.0 * static_cast<double>(n);
     raws.push_back(std::make_unique<raw_redlock>(ss, n, run.prefix + raw_name));
     auto* rr = raws.back().get();
-    rr->all_lat = &raw->all_lat;
-    raw->acquire = [rr] {
-      auto t0 = steady::now();
-      rr->round(rr->acq, true, t0);
-      return true;
-    };
+    raw->all_answered_us = &rr->all_answered_us;
+    raw->acquire = [rr] { return rr->round(rr->acq, true, steady::now()); };
     raw->release = [rr] { rr->round(rr->rel, false, steady::now()); };
     cases.push_back(std::move(raw));
     // Over one server: the mutex, and a RedLock of one node (the handle's own cost, with no second
@@ -222,7 +222,7 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
       lib->clients = {clients[0].get()};
       single.push_back(std::make_unique<mutex>(clients[0]->mutex(run.prefix + lib->name)));
       auto* m = single.back().get();
-      lib->acquire = [m] { return m->try_lock(); };
+      lib->acquire = [m] { return m->try_lock() ? steady::now() : steady::time_point{}; };
       lib->release = [m] { m->unlock(); };
       cases.push_back(std::move(lib));
     }
@@ -236,7 +236,7 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
     }
     locks.push_back(std::make_unique<redlock>(refs, run.prefix + lib->name));
     auto* l = locks.back().get();
-    lib->acquire = [l] { return l->try_lock(); };
+    lib->acquire = [l] { return l->try_lock() ? steady::now() : steady::time_point{}; };
     lib->release = [l] { l->unlock(); };
     cases.push_back(std::move(lib));
   }
