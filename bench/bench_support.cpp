@@ -453,6 +453,53 @@ double redis_cpu_seconds(raw_conn& c) {
   return get("used_cpu_sys") + get("used_cpu_user");
 }
 
+async_chains::async_chains(std::size_t owners, std::function<void(std::size_t)> start)
+    : owners_(owners), start_(std::move(start)), t0_(owners) {}
+
+std::pair<double, std::vector<float>> async_chains::run(double secs, bool record, const std::function<void()>& before,
+                                                        const std::function<void()>& after) {
+  stop_ = false;
+  live_ = owners_;
+  done_ = std::promise<void>();
+  lat_.clear();
+  if (record) lat_.reserve(1 << 20);
+  pairs_ = 0;
+  record_ = record;
+  error_.clear();
+  auto fut = done_.get_future();
+  if (before) before();
+  for (std::size_t i = 0; i < owners_; ++i) next(i);
+  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+  stop_ = true;
+  fut.wait();
+  if (after) after();
+  if (!error_.empty()) throw std::runtime_error(error_);
+  return {pairs_, std::move(lat_)};
+}
+
+void async_chains::next(std::size_t i) {
+  if (stop_.load(std::memory_order_relaxed)) {
+    if (live_.fetch_sub(1) == 1) done_.set_value();
+    return;
+  }
+  t0_[i] = steady::now();
+  start_(i);
+}
+
+void async_chains::pair_done(std::size_t i) {
+  if (record_) lat_.push_back(std::chrono::duration<float, std::micro>(steady::now() - t0_[i]).count());
+  pairs_ += 1;
+  next(i);
+}
+
+void async_chains::retry(std::size_t i) { next(i); }
+
+void async_chains::failed(std::size_t i, std::string why) {
+  if (error_.empty()) error_ = std::move(why);
+  stop_ = true;
+  next(i);
+}
+
 double percentile(std::vector<float>& v, double p) {
   if (v.empty()) return 0;
   auto k = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);

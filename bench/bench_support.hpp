@@ -8,11 +8,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <future>
 #include <initializer_list>
 #include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "redlease/config.hpp"
@@ -20,6 +23,26 @@
 namespace redlease::cli::bench {
 
 using steady = std::chrono::steady_clock;
+
+/// One case's results: a line of the human table, an object of --json.
+struct row {
+  std::string name;
+  double ops_per_s = 0, p50_us = 0, p99_us = 0, rt_per_op = 0;
+  double redis_us_per_op = 0, client_us_per_op = 0;
+  bool has_ceiling = false;
+  double ceiling = 0, ratio = 0;
+  std::vector<std::pair<std::string, double>> nums;         // extra numeric JSON fields, in order
+  std::vector<std::pair<std::string, std::string>> strs;    // extra string JSON fields
+  std::string note;                                         // for the human table
+  std::string error;
+
+  void num(std::string k, double v) { nums.emplace_back(std::move(k), v); }
+  double get(std::string_view k, double dflt = -1) const {
+    for (auto& [key, v] : nums)
+      if (key == k) return v;
+    return dflt;
+  }
+};
 
 /// Appends one RESP command (array of bulk strings).
 void encode(std::string& out, std::initializer_list<std::string_view> args);
@@ -121,6 +144,37 @@ class shared_conn {
 /// `sent_at`/`lat_us`, when given, receive each command's latency (reply time - its write time).
 tally pump(raw_conn& c, std::string_view payload, const std::vector<std::size_t>& offsets, std::size_t depth,
            std::size_t chunk, std::vector<float>* lat_us);
+
+/// Owners chaining asynchronous pairs (acquire, then release, then the next) until told to stop: the
+/// driver of the B2-async cases. `start(i)` begins owner i's next pair; its completions end it with
+/// `pair_done(i)`, `retry(i)` (no pair: try again) or `failed(i, why)`, each of which starts the
+/// owner's next pair unless the run is stopping. Every completion must run on one thread at a time
+/// (the handlers' executor: a client's I/O thread).
+class async_chains {
+ public:
+  async_chains(std::size_t owners, std::function<void(std::size_t)> start);
+  /// Starts every owner, lets them run `secs`, stops them and waits until each chain ended.
+  /// `before` and `after` run just before the first start and after the last chain ended. Returns
+  /// the pairs done and, with `record`, each pair's latency. Throws the first failure.
+  std::pair<double, std::vector<float>> run(double secs, bool record, const std::function<void()>& before,
+                                            const std::function<void()>& after);
+  void pair_done(std::size_t i);
+  void retry(std::size_t i);
+  void failed(std::size_t i, std::string why);
+
+ private:
+  void next(std::size_t i);
+  std::size_t owners_;
+  std::function<void(std::size_t)> start_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> live_{0};
+  std::promise<void> done_;
+  std::vector<steady::time_point> t0_;
+  std::vector<float> lat_;
+  double pairs_ = 0;
+  bool record_ = false;
+  std::string error_;
+};
 
 /// CPU seconds of this process (all threads), user + system.
 double process_cpu_seconds();

@@ -30,6 +30,7 @@
 #include "redlease/redlease.hpp"
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
+#include "redlock_bench.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -52,24 +53,7 @@ struct options {
   bool no_sync_lane = false;          // config::sync_lane = false
 };
 
-struct row {
-  std::string name;
-  double ops_per_s = 0, p50_us = 0, p99_us = 0, rt_per_op = 0;
-  double redis_us_per_op = 0, client_us_per_op = 0;
-  bool has_ceiling = false;
-  double ceiling = 0, ratio = 0;
-  std::vector<std::pair<std::string, double>> nums;         // extra numeric JSON fields, in order
-  std::vector<std::pair<std::string, std::string>> strs;    // extra string JSON fields
-  std::string note;                                         // for the human table
-  std::string error;
-
-  void num(std::string k, double v) { nums.emplace_back(std::move(k), v); }
-  double get(std::string_view k, double dflt = -1) const {
-    for (auto& [key, v] : nums)
-      if (key == k) return v;
-    return dflt;
-  }
-};
+using bench::row;  // bench_support.hpp: one case's results (redlock_bench.cpp makes them too)
 
 std::string jnum(double v) {
   if (!std::isfinite(v)) return "null";
@@ -707,36 +691,13 @@ row async_pairs(bench_ctx& x, const std::string& name, int owners) {
     ids.push_back(c.new_owner());
   }
   // Everything below but the launch runs on the client's I/O thread (the handlers' executor).
-  struct state {
-    std::atomic<bool> stop{false};
-    std::atomic<int> live{0};
-    std::promise<void> done;
-    std::vector<steady::time_point> t0;
-    std::vector<float> lat;
-    long long pairs = 0;
-    bool record = false;
-    std::string error;
-  };
-  std::function<void(std::size_t)> step;
-  state* st = nullptr;
-  step = [&](std::size_t i) {
-    if (st->stop.load(std::memory_order_relaxed)) {
-      if (st->live.fetch_sub(1) == 1) st->done.set_value();
-      return;
-    }
-    st->t0[i] = steady::now();
+  std::unique_ptr<bench::async_chains> chains;
+  auto step = [&](std::size_t i) {
     auto locked = [&, i](std::error_code ec) {
-      if (ec) {
-        if (st->error.empty()) st->error = "async_lock: " + ec.message();
-        st->stop = true;
-        return step(i);
-      }
+      if (ec) return chains->failed(i, "async_lock: " + ec.message());
       locks[i].async_unlock(ids[i], [&, i](std::error_code ec2) {
-        if (ec2 && st->error.empty()) st->error = "async_unlock: " + ec2.message();
-        if (ec2) st->stop = true;
-        if (st->record) st->lat.push_back(std::chrono::duration<float, std::micro>(steady::now() - st->t0[i]).count());
-        ++st->pairs;
-        step(i);
+        if (ec2) return chains->failed(i, "async_unlock: " + ec2.message());
+        chains->pair_done(i);
       });
     };
     if constexpr (Fenced) {
@@ -745,27 +706,11 @@ row async_pairs(bench_ctx& x, const std::string& name, int owners) {
       locks[i].async_lock(ids[i], locked);
     }
   };
-  auto run = [&](double secs, bool record, snap* a, snap* b) {
-    state s;
-    s.t0.resize(static_cast<std::size_t>(owners));
-    s.record = record;
-    if (record) s.lat.reserve(1 << 20);
-    s.live = owners;
-    st = &s;
-    auto fut = s.done.get_future();
-    if (a) *a = take(x, &c);
-    for (std::size_t i = 0; i < static_cast<std::size_t>(owners); ++i) step(i);
-    std::this_thread::sleep_for(std::chrono::duration<double>(secs));
-    s.stop = true;
-    fut.wait();
-    if (b) *b = take(x, &c);
-    if (!s.error.empty()) throw std::runtime_error(s.error);
-    return std::make_pair(s.pairs, std::move(s.lat));
-  };
-  run(x.warm_s, false, nullptr, nullptr);
+  chains = std::make_unique<bench::async_chains>(static_cast<std::size_t>(owners), step);
+  chains->run(x.warm_s, false, nullptr, nullptr);
   snap a, b;
-  auto [pairs, lat] = run(x.case_s, true, &a, &b);
-  fill_common(r, a, b, static_cast<double>(pairs));
+  auto [pairs, lat] = chains->run(x.case_s, true, [&] { a = take(x, &c); }, [&] { b = take(x, &c); });
+  fill_common(r, a, b, pairs);
   fill_latency(r, lat);
   r.num("owners", owners);
   return r;
@@ -1332,6 +1277,11 @@ int run_bench(options opt) {
     attempt(name, [&, name = name, n = n] { return watchdog_scale(x, name, n, window, idle); });
   }
 
+  // RedLock (issue 38, bench/redlock_bench.cpp): private servers of its own, ceilings of its own.
+  for (auto& n : bench::redlock_case_names()) want(n);
+  bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
+                            [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); }});
+
   if (!opt.json) std::cout << "\nRT = commands sent by the client (both connections) per op. CPU per op: process "
                               "(all threads) and redis-server (INFO cpu), over the measured run.\n";
   if (opt.check) {
@@ -1357,7 +1307,8 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_flag("--quick", opt->quick, "Short runs (smoke test): 1 s per case, B4 with 1k and 10k locks for 3 s");
   cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
                                       "alive); exit 1 otherwise. Asserts no timing");
-  cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t); "
+  cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
+                                      "RedLock: R1-single, R1-redlock-1, -3, -5, B2-async-redlock-3); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
