@@ -108,8 +108,12 @@ class redlock {
   redlock(const redlock&) = delete;
   redlock& operator=(const redlock&) = delete;
 
-  /// One attempt, no retry: true if acquired.
-  /// @throws redlease::error (`would_deadlock`, `invalid_argument`)
+  /// One attempt, no retry: true if acquired. Nodes that refuse for a reason another attempt would
+  /// meet again (`wrong_type`: the key holds another type; `no_permission`; `unknown_command`;
+  /// `server_error`), enough of them to stand in the way of a majority, end the acquisition with the
+  /// first one's error (its words in `last_error_text()`), here and in every acquiring call below;
+  /// timeouts and lost connections are retried.
+  /// @throws redlease::error (`would_deadlock`, `invalid_argument`, the refusals above)
   bool try_lock();
   /// As above; on failure sets `ec` and returns false.
   bool try_lock(std::error_code& ec);

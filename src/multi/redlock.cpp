@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "lock/naming.hpp"
 #include "random.hpp"
 #include "redlease_lua.hpp"
 
@@ -46,6 +47,13 @@ node_answer compare_answer(std::error_code ec, const reply& r) {
     case -1: return node_answer::taken;
     default: return node_answer::unknown;
   }
+}
+
+// A node's refusal that another attempt would meet again: the key's type, the ACL, the script.
+// Timeouts, lost connections and an out-of-memory server pass.
+bool definitive(std::error_code ec) {
+  return ec == errc::wrong_type || ec == errc::no_permission || ec == errc::unknown_command ||
+         ec == errc::server_error;
 }
 
 lost_reason public_reason(redlock_loss l) {
@@ -136,7 +144,7 @@ const lua_script& redlock_impl::acquire_script() const {
 arg_list redlock_impl::acquire_args() const {
   if (!fenced) return args_with_ttl();
   arg_list a;
-  a.add(2).add(name).add("redlease_redlock_token:{" + name + "}").add(value_).add(
+  a.add(2).add(name).add(tagged("redlease_redlock_token", name)).add(value_).add(
       static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(ttl).count()));
   return a;
 }
@@ -197,7 +205,13 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
   // Weak: a reply or a timer that outlives the handle (its client closed) keeps nothing alive.
   std::weak_ptr<redlock_impl> w = weak_from_this();
   bool posted = nodes_.exec_script(node, name, s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
-    if (auto self = w.lock()) self->post_home([answer, ec, r = std::move(r)] { answer(ec, r); });
+    // The server's words travel with its error to the home thread.
+    std::string words = ec ? error_text_slot() : std::string();
+    if (auto self = w.lock())
+      self->post_home([answer, ec, r = std::move(r), words = std::move(words)]() mutable {
+        scoped_error_text scope(std::move(words));
+        answer(ec, r);
+      });
   });
   if (!posted) post_home([answer] { answer(errc::client_closed, reply{}); });
 }
@@ -258,6 +272,9 @@ void redlock_impl::start_attempt(std::uint64_t op) {
     if (op != op_) return;
     std::fill(tokens_.begin(), tokens_.end(), 0);
   }
+  refusals_ = 0;
+  refusal_ = {};
+  refusal_words_.clear();
   auto a = acq_->start(now());
   arm(timer_, acq_->decide_by(), [this, op] {
     if (current(op)) on_acquire(op, acq_->resume(now()));
@@ -266,7 +283,13 @@ void redlock_impl::start_attempt(std::uint64_t op) {
     send(i, acquire_script(), acquire_args(), [w = weak_from_this(), op, a, i](std::error_code ec, const reply& r) {
       auto self = w.lock();
       if (!self || !self->current(op) || !self->acq_) return;
-      if (a == self->acq_->attempt()) self->note_token(op, i, r);  // a late grant is ours too
+      if (a == self->acq_->attempt()) {
+        self->note_token(op, i, r);  // a late grant is ours too
+        if (definitive(ec) && self->refusals_++ == 0) {
+          self->refusal_ = ec;
+          self->refusal_words_ = error_text_slot();
+        }
+      }
       self->on_acquire(op, self->acq_->resume(a, i, acquire_answer(ec, r), now()));
     });
 }
@@ -297,6 +320,17 @@ void redlock_impl::on_acquire(std::uint64_t op, redlock_acquire_fsm::next n) {
       ++timer_gen_;
       timer_.cancel();
       release_everywhere();
+      if (refusals_ > nodes_.size() - acq_->quorum()) {
+        // Refusals another attempt would meet again stand in the way of a majority: said now, in
+        // the server's words, rather than retried until the wait ends.
+        {
+          std::lock_guard<std::mutex> g(mu_);
+          phase_ = phase::idle;
+        }
+        scoped_error_text scope(refusal_words_);
+        finish_acquire(refusal_, false);
+        return;
+      }
       auto d = acq_->after_release(now(), wait_until_, random_unit());
       if (!d.again) {
         {

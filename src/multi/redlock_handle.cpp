@@ -20,10 +20,12 @@ struct sync_wait {
   std::condition_variable cv;
   bool done = false;
   std::error_code ec;
+  std::string words;  // the server's, with an error (redlease::last_error_text on the caller's thread)
   T value{};
   void set(std::error_code e, T v) {
     std::lock_guard<std::mutex> g(m);
     ec = e;
+    if (e) words = detail::error_text_slot();
     value = std::move(v);
     done = true;
     cv.notify_all();
@@ -39,6 +41,7 @@ struct sync_wait {
       }
     }
     out = ec;
+    if (ec) detail::error_text_slot() = words;
     return value;
   }
 };

@@ -125,6 +125,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   time_point wait_until_{};
   acquire_done acquire_done_;
   std::shared_ptr<redlock_cancel> cancel_;  // names the acquisition under way, if cancellable
+  std::size_t refusals_ = 0;                // the attempt's definitive refusals (WRONGTYPE, NOPERM, ...)
+  std::error_code refusal_;                 // the first of them
+  std::string refusal_words_;               // its server's words
   release_done release_done_;
   bool close_hook_ = false;
   std::vector<std::weak_ptr<asio::steady_timer>> timeouts_;  // the requests' node timeouts

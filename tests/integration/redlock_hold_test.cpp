@@ -222,5 +222,22 @@ TEST_F(redlock_hold_test, closing_the_first_client_completes_an_async_attempt_in
   EXPECT_EQ(ec, errc::client_closed);
 }
 
+TEST_F(redlock_hold_test, keys_of_another_type_on_a_majority_end_the_wait_with_wrong_type) {
+  start(3);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(raw(i)({"HSET", "typed", "f", "v"}).integer, 1);
+  auto rl = make("typed");
+  std::error_code ec;
+  const auto t0 = steady::now();
+  EXPECT_FALSE(rl.try_lock(5000ms, ec));
+  EXPECT_EQ(ec, errc::wrong_type) << ec.message();
+  EXPECT_NE(last_error_text().find("WRONGTYPE"), std::string::npos) << last_error_text();
+  EXPECT_LT(ms_since(t0), 1000) << "said at the first attempt, not retried until the wait ends";
+  EXPECT_TRUE(none_left("typed", rl.value()));
+  // On one node only, a majority is still there.
+  ASSERT_EQ(raw(1)({"DEL", "typed"}).integer, 1);
+  EXPECT_TRUE(rl.try_lock(ec)) << ec.message();
+  rl.unlock();
+}
+
 }  // namespace
 }  // namespace redlease::test
