@@ -5,6 +5,10 @@
 // supervision is run_session's, as for every kind.
 #include <poll.h>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/post.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <memory>
@@ -20,9 +24,6 @@
 namespace redlease::cli::run_detail {
 namespace {
 
-// An attempt cannot be cancelled (redlock::async_try_lock): the wait is made of slices this long at
-// most, so that a signal ends it within a slice and an attempt, the attempt's grant given back.
-constexpr milliseconds wait_slice{250};
 // Once a majority answered the first PING, how long the others may still take to be named as
 // unreachable (they take part in the acquisition all the same).
 constexpr milliseconds ping_grace{200};
@@ -52,8 +53,16 @@ class redlock_session final : public run_session {
     const auto pings = ping_nodes(nodes_, ping_grace);
     require_quorum(nodes_, pings, "RedLock " + rep_.quoted());
     say_unreachable(pings);
+    make_handle(true);
+  }
+
+  // The RedLock, fenced (every granting master draws its token: REDLEASE_FENCING_TOKENS) unless an
+  // ACL refused the token keys.
+  void make_handle(bool fenced) {
     redlock_options ro;
     ro.ttl = watchdog_;
+    ro.fencing_tokens = fenced;
+    rl_.reset();
     rl_.emplace(nodes_.refs(), o_.name, ro);
     rl_->on_lost(tell_lost());
   }
@@ -70,42 +79,60 @@ class redlock_session final : public run_session {
     }
   }
 
-  // One slice of the wait: attempts for at most wait_slice (one attempt with --wait 0).
-  void start_slice() {
-    milliseconds slice = wait_slice;
-    if (wait_) {
-      auto left = std::chrono::ceil<milliseconds>(t0_ + *wait_ - steady::now());
-      slice = std::clamp(left, milliseconds(0), wait_slice);
-    }
+  // The acquisition, in one call for the whole wait (none: until acquired); a signal cancels it.
+  void start_acquisition() {
+    const milliseconds wait = wait_ ? *wait_ : std::chrono::duration_cast<milliseconds>(std::chrono::hours(24 * 365 * 200));
     state_->acquire.store(shared_state::pending, std::memory_order_release);
-    rl_->async_try_lock(slice, [state = state_](std::error_code ec, bool got) {
-      state->acquire_error = ec;
-      state->acquire.store(ec ? shared_state::failed : got ? shared_state::acquired : shared_state::not_acquired,
-                           std::memory_order_release);
-      state->notify();
-    });
+    rl_->async_try_lock(wait, asio::bind_cancellation_slot(cancel_.slot(), [state = state_](std::error_code ec, bool got) {
+                          state->acquire_error = ec;
+                          if (ec) state->acquire_error_text = last_error_text();
+                          state->acquire.store(ec    ? shared_state::failed
+                                               : got ? shared_state::acquired
+                                                     : shared_state::not_acquired,
+                                               std::memory_order_release);
+                          state->notify();
+                        }));
   }
 
-  bool wait_left() const { return !wait_ || steady::now() < t0_ + *wait_; }
+  // Cancels the acquisition and waits (bounded) for it to end: an attempt's grants are given back.
+  void await_cancelled() {
+    asio::post(rl_->executor(), [this] { cancel_.emit(asio::cancellation_type::total); });
+    const auto limit = steady::now() + rl_->node_timeout() * 2 + std::chrono::seconds(1);
+    pollfd wake{state_->wake.get(), POLLIN, 0};
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
+      auto left = std::chrono::duration_cast<milliseconds>(limit - steady::now()).count();
+      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
+      drain(state_->wake.get());
+    }
+  }
 
   step acquire() override {
     t0_ = steady::now();
-    start_slice();
+    start_acquisition();
     pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
-    int signal = 0;  // one that ends the wait once the slice under way ends
-    for (;;) {
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
       if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
       drain(state_->wake.get());
-      for (const auto& si : read_signals(sigfd_.get()))
-        if (si.ssi_signo != SIGCHLD && signal == 0) signal = static_cast<int>(si.ssi_signo);
-      const int now = state_->acquire.load(std::memory_order_acquire);
-      if (now == shared_state::pending) continue;
-      if (signal != 0) {
-        if (now == shared_state::acquired) (void)unlock();  // granted as the signal came
-        return interrupted(signal);
+      for (const auto& si : read_signals(sigfd_.get())) {
+        if (si.ssi_signo == SIGCHLD) continue;
+        await_cancelled();
+        if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired)
+          (void)unlock();  // granted just before the cancellation
+        return interrupted(static_cast<int>(si.ssi_signo));
       }
-      if (now != shared_state::not_acquired || !wait_left()) break;
-      start_slice();
+      if (state_->acquire.load(std::memory_order_acquire) == shared_state::failed &&
+          state_->acquire_error == errc::no_permission && fenced_) {
+        // The ACL allows the lock's key but not the token keys (or the other way round: then the
+        // plain attempt says so too). Taken without tokens, said once.
+        rep_(reporter::notice, "no_fencing_token")
+            .str("message", state_->acquire_error_text)
+            .say("no fencing tokens for RedLock " + rep_.quoted() + ": " + state_->acquire_error_text +
+                 " (allow the key redlease_redlock_token:{NAME} in the ACL: docs/deployment.md); taking the lock "
+                 "without them");
+        fenced_ = false;
+        make_handle(false);
+        start_acquisition();
+      }
     }
     switch (state_->acquire.load(std::memory_order_acquire)) {
       case shared_state::not_acquired: {
@@ -119,10 +146,17 @@ class redlock_session final : public run_session {
         return exit_code::not_acquired;
       }
       case shared_state::failed:
-        throw error(state_->acquire_error, "RedLock " + rep_.quoted());
+        throw error(state_->acquire_error,
+                    "RedLock " + rep_.quoted() +
+                        (state_->acquire_error_text.empty() ? "" : ": " + state_->acquire_error_text));
       default:
         break;
     }
+    // The per-node tokens, "node=token" with the node's place in the list of masters.
+    std::string tokens;
+    for (const auto& t : rl_->fencing_tokens())
+      tokens += (tokens.empty() ? "" : " ") + std::to_string(t.node) + "=" + std::to_string(t.token);
+    state_->fencing_tokens = tokens;
     // The holder is the random value, as `status --redlock` shows it on each master.
     return acquired("redlock", rl_->value());
   }
@@ -146,6 +180,8 @@ class redlock_session final : public run_session {
   }
 
   std::vector<std::string> urls_;
+  bool fenced_ = true;
+  asio::cancellation_signal cancel_;
   // Declared last, so destroyed first (the handle before its clients): their handlers use
   // run_session's members.
   redlock_nodes nodes_;

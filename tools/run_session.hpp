@@ -108,6 +108,7 @@ struct shared_state {
   std::error_code acquire_error;   // written before `acquire` is released
   std::string acquire_error_text;  // the server's words for it (redlease::last_error_text)
   std::uint64_t fencing_token = 0;  // the grant's fencing token (written before `acquire`)
+  std::string fencing_tokens;       // a RedLock's per-node tokens, "0=T0 1=T1 ..." (likewise)
   std::atomic<int> lost{-1};       // a lost_reason once the lock is lost
 
   shared_state();
@@ -120,7 +121,8 @@ struct shared_state {
 //   check_options()  what the kind refuses (the kind's)
 //   connect()        the clients and the lock handle (the kind's)
 //   acquire()        the lock, or a signal that ends the wait (the kind's; it ends with acquired())
-//   spawn()          the command, with REDLEASE_LOCK_NAME (and REDLEASE_FENCING_TOKEN, if any)
+//   spawn()          the command, with REDLEASE_LOCK_NAME (and REDLEASE_FENCING_TOKEN or a RedLock's
+//                    REDLEASE_FENCING_TOKENS, if any)
 //   supervise()      the command until it exits: signals forwarded, terminated when the lock is lost
 //   exit_status()    the release (the kind's release()), and the status redlease exits with
 class run_session {

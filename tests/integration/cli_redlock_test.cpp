@@ -6,6 +6,7 @@
 #include <signal.h>
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -76,7 +77,9 @@ class cli_redlock_test : public redis_fixture {
   // A command that says it runs (the file `ready`), then waits for the file `go` (polled by the
   // shell: the test creates it when it has looked).
   std::string wait_for_go() const {
-    return "echo \"$REDLEASE_LOCK_NAME ${REDLEASE_FENCING_TOKEN-none}\" > " + path("ready") + "; while [ ! -e " +
+    return "echo \"$REDLEASE_LOCK_NAME ${REDLEASE_FENCING_TOKEN-none}\" > " + path("tokens") +
+           "; echo \"$REDLEASE_FENCING_TOKENS\" >> " + path("tokens") + "; mv " + path("tokens") + " " + path("ready") +
+           "; while [ ! -e " +
            path("go") + " ]; do sleep 0.01; done";
   }
   void go() { write_text(path("go"), "go\n"); }
@@ -113,7 +116,22 @@ class cli_redlock_test : public redis_fixture {
 TEST_F(cli_redlock_test, runs_the_command_while_a_majority_holds_one_value) {
   auto& p = start(run_args("job", {"--json"}, wait_for_go()));
   ASSERT_TRUE(eventually([&] { return file_exists("ready"); }, 10000ms)) << p.err();
-  EXPECT_EQ(read_whole_file(path("ready")), "job none\n");
+  // No single token; the masters' own, "node=token" in the masters' order, each the node's sequence.
+  const auto ready = read_whole_file(path("ready"));
+  ASSERT_EQ(ready.rfind("job none\n", 0), 0u) << ready;
+  std::istringstream tokens(ready.substr(9));
+  std::string pair;
+  int seen = 0;
+  while (tokens >> pair) {
+    const auto eq = pair.find('=');
+    ASSERT_NE(eq, std::string::npos) << pair;
+    const int node = std::stoi(pair.substr(0, eq));
+    ASSERT_GE(node, 0);
+    ASSERT_LT(node, nodes);
+    EXPECT_EQ(pair.substr(eq + 1), raw(node)({"GET", "redlease_redlock_token:{job}"}).str) << pair;
+    ++seen;
+  }
+  EXPECT_GE(seen, 2) << ready;  // a majority's, at least
   const auto v = values("job");
   EXPECT_EQ(v[0].size(), 32u);
   EXPECT_EQ(v[0], v[1]);
