@@ -1308,7 +1308,7 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
                                       "alive); exit 1 otherwise. Asserts no timing");
   cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
-                                      "RedLock: R1-single, R1-redlock-1, -3, -5, B2-async-redlock-3); "
+                                      "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,

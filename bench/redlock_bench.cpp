@@ -16,6 +16,9 @@
 // the single-server pair ceilings are measured (redlease_bench.cpp, ceiling_pairs).
 #include "redlock_bench.hpp"
 
+#include <asio/executor_work_guard.hpp>
+#include <asio/io_context.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <barrier>
@@ -190,6 +193,22 @@ void run_slice(seq_case& c, servers& ss, double secs, bool record) {
   if (record) c.sum.add(a, b, n);
 }
 
+// One io_context on one thread, for clients made on a supplied executor: a RedLock's hops between
+// its clients are then posts on one thread, with no thread to wake.
+struct one_thread_io {
+  asio::io_context ctx;
+  asio::executor_work_guard<asio::io_context::executor_type> guard{ctx.get_executor()};
+  std::thread thread{[this] { ctx.run(); }};
+  one_thread_io() = default;
+  one_thread_io(const one_thread_io&) = delete;
+  one_thread_io& operator=(const one_thread_io&) = delete;
+  ~one_thread_io() {
+    guard.reset();
+    ctx.stop();
+    thread.join();
+  }
+};
+
 // Runs the R1 cases and their raw rows in turns: a warm-up slice of each, then 4 slices of each,
 // the turns alternately forwards and backwards.
 std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector<std::size_t>& sizes) {
@@ -198,6 +217,14 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
     clients.push_back(std::make_unique<client>(ss.cfgs[i]));
     clients.back()->ping();
   }
+  // R1-redlock-3-one-thread: the same RedLock over 3 clients that share one I/O thread.
+  one_thread_io io;
+  std::vector<std::unique_ptr<client>> shared_clients;
+  if (run.wanted("R1-redlock-3-one-thread"))
+    for (std::size_t i = 0; i < 3 && i < ss.cfgs.size(); ++i) {
+      shared_clients.push_back(std::make_unique<client>(io.ctx.get_executor(), ss.cfgs[i]));
+      shared_clients.back()->ping();
+    }
   std::vector<std::unique_ptr<redlock>> locks;
   std::vector<std::unique_ptr<raw_redlock>> raws;
   std::vector<std::unique_ptr<mutex>> single;
@@ -239,6 +266,21 @@ std::vector<row> r1_cases(const redlock_run& run, servers& ss, const std::vector
     lib->acquire = [l] { return l->try_lock() ? steady::now() : steady::time_point{}; };
     lib->release = [l] { l->unlock(); };
     cases.push_back(std::move(lib));
+    if (n == 3 && shared_clients.size() == 3) {
+      auto one = std::make_unique<seq_case>();
+      one->name = "R1-redlock-3-one-thread";
+      one->n = n;
+      std::vector<std::reference_wrapper<client>> srefs;
+      for (auto& c : shared_clients) {
+        srefs.emplace_back(*c);
+        one->clients.push_back(c.get());
+      }
+      locks.push_back(std::make_unique<redlock>(srefs, run.prefix + one->name));
+      auto* sl = locks.back().get();
+      one->acquire = [sl] { return sl->try_lock() ? steady::now() : steady::time_point{}; };
+      one->release = [sl] { sl->unlock(); };
+      cases.push_back(std::move(one));
+    }
   }
   // One slice of each case, forwards or backwards: no case always runs first or after the same one.
   auto turn = [&](double secs, bool record, bool backwards) {
@@ -460,8 +502,8 @@ row async_redlock(const redlock_run& run, servers& ss, const std::string& name, 
 }  // namespace
 
 const std::vector<std::string>& redlock_case_names() {
-  static const std::vector<std::string> names{"R1-single", "R1-redlock-1", "R1-redlock-3", "R1-redlock-5",
-                                              "B2-async-redlock-3"};
+  static const std::vector<std::string> names{"R1-single", "R1-redlock-1", "R1-redlock-3",
+                                              "R1-redlock-3-one-thread", "R1-redlock-5", "B2-async-redlock-3"};
   return names;
 }
 
@@ -480,7 +522,7 @@ void run_redlock_cases(const redlock_run& run) {
   };
   if (!local::redis_server::available()) return fail_all("the RedLock cases need redis-server on PATH");
   const bool r1 = run.wanted("R1-single") || run.wanted("R1-redlock-1") || run.wanted("R1-redlock-3") ||
-                  run.wanted("R1-redlock-5");
+                  run.wanted("R1-redlock-3-one-thread") || run.wanted("R1-redlock-5");
   const bool five = run.wanted("R1-redlock-5");
   std::unique_ptr<servers> ss;
   try {
@@ -500,7 +542,7 @@ void run_redlock_cases(const redlock_run& run) {
     try {
       rows = r1_cases(run, *ss, sizes);
     } catch (const std::exception& e) {
-      for (auto& n : {"R1-single", "R1-redlock-1", "R1-redlock-3", "R1-redlock-5"}) {
+      for (auto& n : {"R1-single", "R1-redlock-1", "R1-redlock-3", "R1-redlock-3-one-thread", "R1-redlock-5"}) {
         row r;
         r.name = n;
         r.error = e.what();

@@ -43,11 +43,22 @@ bool node_set::blocking_forbidden() const noexcept {
 
 bool node_set::post_home(std::function<void()> fn) const { return nodes_.front()->post(std::move(fn)); }
 
+bool node_set::run_home_here(const std::function<void()>& fn) const {
+  const auto& c = nodes_.front();
+  if (c->on_io_thread()) return c->run(fn);
+  return c->run_direct(fn);
+}
+
 bool node_set::exec_script(std::size_t i, std::string key, const lua_script& s, arg_list args, reply_handler h) const {
   const auto& c = nodes_.at(i);
-  return c->post([c, key = std::move(key), s = &s, args = std::move(args), h = std::move(h)]() mutable {
+  auto call = [c, key = std::move(key), s = &s, args = std::move(args), h = std::move(h)]() mutable {
     c->exec_script(key, *s, std::move(args), std::move(h));
-  });
+  };
+  // A thread's requests to one node keep their order: run inline there follows what it ran inline
+  // before; run_direct drains the node's inbox (what this thread posted) first.
+  if (c->on_io_thread()) return c->run(std::move(call));
+  if (c->run_direct(call)) return true;
+  return c->post(std::move(call));
 }
 
 void node_set::on_home_close(std::weak_ptr<void> alive, std::function<void()> fn) const {

@@ -51,8 +51,15 @@ class node_set {
   bool blocking_forbidden() const noexcept;
   /// Posts `fn` to the home executor; false (and `fn` dropped) once the home client is closed.
   bool post_home(std::function<void()> fn) const;
-  /// Runs the script on node `i` (EVALSHA with the NOSCRIPT fallback, keyed by `key`): posted to
-  /// that node's executor, `h` run there. False (nothing sent) once that client is closed.
+  /// Runs `fn` on this thread as the home executor would (under the home client's I/O guard, its
+  /// I/O thread being idle, or on that thread): no hand-off, no wake-up. False, `fn` not run,
+  /// when it cannot (busy, closed, or a user executor): post it then.
+  bool run_home_here(const std::function<void()>& fn) const;
+  /// Runs the script on node `i` (EVALSHA with the NOSCRIPT fallback, keyed by `key`), `h` run on
+  /// that node's executor. The request is written on this thread when it can be (on that node's
+  /// thread, or under its guard while its I/O thread is idle), else handed to that thread; the
+  /// requests of one thread to one node keep their order either way. False (nothing sent) once
+  /// that client is closed.
   bool exec_script(std::size_t i, std::string key, const lua_script& s, arg_list args, reply_handler h) const;
   /// Runs `f(false)` on node `i`'s executor (at once when called there), or `f(true)` on the calling
   /// thread once that client is closed.

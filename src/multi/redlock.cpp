@@ -108,6 +108,11 @@ asio::any_io_executor redlock_impl::executor() const noexcept { return nodes_.ho
 
 bool redlock_impl::home_closed() const noexcept { return nodes_.home_closed(); }
 
+std::chrono::microseconds redlock_impl::spin_budget() const noexcept {
+  return nodes_.home_cfg().sync_wait == sync_wait_policy::latency_first ? std::chrono::microseconds(200)
+                                                                        : std::chrono::microseconds(0);
+}
+
 redlock_clock::time_point redlock_impl::valid_until() const {
   std::lock_guard<std::mutex> g(mu_);
   return phase_ == phase::held && !lost_ ? valid_until_ : time_point{};
@@ -166,6 +171,13 @@ void redlock_impl::forget_token(std::size_t node) {
 }
 
 void redlock_impl::post_home(std::function<void()> fn) { nodes_.post_home(std::move(fn)); }
+
+void redlock_impl::run_home_or(std::function<void()> fn, const std::function<void()>& closed) {
+  // A caller on a thread of its own starts the work itself when the home I/O thread is idle: the
+  // requests go out on this thread, and no thread is woken for them (the blocking calls' latency).
+  if (nodes_.run_home_here(fn)) return;
+  post_home_or(std::move(fn), closed);
+}
 
 void redlock_impl::post_home_or(std::function<void()> fn, const std::function<void()>& closed) {
   if (!nodes_.post_home(std::move(fn))) complete_inline([&] { closed(); });
@@ -245,7 +257,7 @@ void redlock_impl::acquire(time_point wait_until, acquire_done done, std::shared
     value_ = random_token();  // one value for every node and every attempt of this acquisition
     lost_src_ = std::stop_source{};
   }
-  post_home_or(
+  run_home_or(
       [self = shared_from_this(), op, wait_until, done, cancel = std::move(cancel)]() mutable {
         if (!self->close_hook_) {
           self->close_hook_ = true;
@@ -493,7 +505,7 @@ void redlock_impl::release(release_done done) {
     phase_ = phase::releasing;
     op = ++op_;
   }
-  post_home_or([self = shared_from_this(), op, was_lost, done]() mutable {
+  run_home_or([self = shared_from_this(), op, was_lost, done]() mutable {
     ++self->timer_gen_;
     ++self->expiry_gen_;
     self->timer_.cancel();

@@ -2,7 +2,9 @@
 // redlease::redlock, the public handle: argument checks, the blocking calls (a wait on the calling
 // thread for the driver's completion) and the async calls' hand-over to the driver
 // (redlock.cpp).
+#include <atomic>
 #include <condition_variable>
+#include <thread>
 #include <mutex>
 #include <utility>
 
@@ -19,6 +21,7 @@ struct sync_wait {
   std::mutex m;
   std::condition_variable cv;
   bool done = false;
+  std::atomic<bool> ready{false};  // `done`, for the spin before the sleep
   std::error_code ec;
   std::string words;  // the server's, with an error (redlease::last_error_text on the caller's thread)
   T value{};
@@ -28,10 +31,17 @@ struct sync_wait {
     if (e) words = detail::error_text_slot();
     value = std::move(v);
     done = true;
+    ready.store(true, std::memory_order_release);
     cv.notify_all();
   }
   // Until set, or the home client closed (nothing completes then).
   T get(const detail::redlock_impl& impl, std::error_code& out) {
+    // config::sync_wait's latency_first: a sleep and its wake-up cost more than a short spin (the
+    // round trips to a majority take tens of microseconds).
+    if (impl.spin_budget().count() > 0) {
+      const auto until = std::chrono::steady_clock::now() + impl.spin_budget();
+      while (!ready.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
     std::unique_lock<std::mutex> g(m);
     while (!done) {
       if (cv.wait_for(g, std::chrono::milliseconds(50), [&] { return done; })) break;

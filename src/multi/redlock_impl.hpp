@@ -61,6 +61,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   bool blocking_forbidden() const noexcept;
   /// The home client is closed: nothing will complete any more.
   bool home_closed() const noexcept;
+  /// How long a blocking call spins for its completion before it sleeps: 200 us under the first
+  /// client's `sync_wait_policy::latency_first`, none under `cpu_first`.
+  std::chrono::microseconds spin_budget() const noexcept;
   /// Whether `op` is still the operation under way.
   bool current(std::uint64_t op) const;
   std::size_t size() const noexcept { return nodes_.size(); }
@@ -107,6 +110,9 @@ class redlock_impl : public std::enable_shared_from_this<redlock_impl> {
   // As post_home; once the home client is closed, runs `closed` here instead (a completion then
   // goes to the system executor: the home executor runs nothing more).
   void post_home_or(std::function<void()> fn, const std::function<void()>& closed);
+  // As post_home_or, but run here when the home executor can be run on this thread
+  // (node_set::run_home_here).
+  void run_home_or(std::function<void()> fn, const std::function<void()>& closed);
   // The home client is closed: every later call fails with client_closed.
   void closed_for_good();
   arg_list args_with_ttl() const;
