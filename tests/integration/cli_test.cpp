@@ -656,11 +656,16 @@ TEST_F(cli_test, signals_are_forwarded_and_the_lock_released) {
 TEST_F(cli_test, a_signal_to_redleases_group_reaches_the_command_once) {
   // The command counts the TERMs it gets (perl counts each delivery, even two before its handler
   // runs), then exits 0 a little after the first; its child sleeps and says whether TERM reached it.
+  // The parent's handler is set after the fork (a child that inherited it counted its own TERM as
+  // the parent's second), and "ready" waits for the child's handler (a TERM before it killed the
+  // child silently): both made this test fail under load.
   write_file(path("count.pl"),
              "my $first = 0;\n"
-             "$SIG{TERM} = sub { open(my $f, '>>', '" + path("terms") + "'); print $f \"t\\n\"; close $f; $first ||= 1; };\n"
              "my $kid = fork; if ($kid == 0) { $SIG{TERM} = sub { open(my $f, '>', '" + path("kid") +
-             "'); print $f \"term\\n\"; close $f; exit 0 }; sleep 30; exit 0 }\n"
+             "'); print $f \"term\\n\"; close $f; exit 0 }; open(my $k, '>', '" + path("kidready") +
+             "'); close $k; sleep 30; exit 0 }\n"
+             "$SIG{TERM} = sub { open(my $f, '>>', '" + path("terms") + "'); print $f \"t\\n\"; close $f; $first ||= 1; };\n"
+             "for (1 .. 1000) { last if -e '" + path("kidready") + "'; select(undef, undef, undef, 0.01) }\n"
              "open(my $r, '>', '" + path("ready") + "'); close $r;\n"
              "my $after = 0; for (1 .. 1500) { select(undef, undef, undef, 0.02); $after++ if $first; last if $after > 15 }\n"
              "waitpid($kid, 0); exit 0;\n");
