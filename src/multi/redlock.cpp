@@ -191,6 +191,11 @@ arg_list redlock_impl::args_with_ttl() const {
 
 // One request to one node, answered once on the home executor: its reply, or request_timeout
 // after node_timeout (a late reply is then read and dropped by the node's connection).
+//
+// The request's state (its timer on the home executor) is owned by the timer's wait alone, which
+// ends at the answer, the timeout or the home's close; the reply handler, kept in the node's
+// connection (which may outlive the home client), holds it weakly: a timer must not be destroyed
+// after its io_context.
 void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, answer_fn on_answer) {
   struct pending {
     explicit pending(const asio::any_io_executor& ex) : timer(ex) {}
@@ -200,32 +205,38 @@ void redlock_impl::send(std::size_t node, const lua_script& s, arg_list args, an
   };
   auto p = std::make_shared<pending>(nodes_.home_executor());
   p->fn = std::move(on_answer);
-  auto answer = [p](std::error_code ec, const reply& r) {
-    if (p->done) return;
-    p->done = true;
-    p->timer.cancel();
-    auto fn = std::move(p->fn);
+  auto answer = [](const std::shared_ptr<pending>& q, std::error_code ec, const reply& r) {
+    if (q->done) return;
+    q->done = true;
+    q->timer.cancel();
+    auto fn = std::move(q->fn);
     fn(ec, r);
   };
   // Pending timers keep the home client's I/O thread running: a close cancels them.
   std::erase_if(timeouts_, [](const auto& t) { return t.expired(); });
   timeouts_.emplace_back(std::shared_ptr<asio::steady_timer>(p, &p->timer));
   p->timer.expires_after(node_timeout);
-  p->timer.async_wait([answer](std::error_code ec) {
-    if (!ec) answer(errc::request_timeout, reply{});
+  p->timer.async_wait([p, answer](std::error_code ec) {
+    if (!ec) answer(p, errc::request_timeout, reply{});
   });
-  // Weak: a reply or a timer that outlives the handle (its client closed) keeps nothing alive.
+  std::weak_ptr<pending> wp = p;
+  // Weak: a reply that outlives the handle (its client closed) keeps nothing alive.
   std::weak_ptr<redlock_impl> w = weak_from_this();
-  bool posted = nodes_.exec_script(node, name, s, std::move(args), [w, answer](std::error_code ec, reply r) mutable {
+  bool posted = nodes_.exec_script(node, name, s, std::move(args), [w, wp, answer](std::error_code ec, reply r) mutable {
     // The server's words travel with its error to the home thread.
     std::string words = ec ? error_text_slot() : std::string();
     if (auto self = w.lock())
-      self->post_home([answer, ec, r = std::move(r), words = std::move(words)]() mutable {
+      self->post_home([wp, answer, ec, r = std::move(r), words = std::move(words)]() mutable {
+        auto q = wp.lock();
+        if (!q) return;
         scoped_error_text scope(std::move(words));
-        answer(ec, r);
+        answer(q, ec, r);
       });
   });
-  if (!posted) post_home([answer] { answer(errc::client_closed, reply{}); });
+  if (!posted)
+    post_home([wp, answer] {
+      if (auto q = wp.lock()) answer(q, errc::client_closed, reply{});
+    });
 }
 
 void redlock_impl::arm(asio::steady_timer& t, time_point at, std::function<void()> fn) {
