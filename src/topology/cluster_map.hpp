@@ -22,7 +22,9 @@ namespace redlease::detail {
 /// kept as given: an IPv4 or IPv6 literal without brackets, or a hostname); `id` is the node id
 /// (40 hex digits; empty when the server did not send one). A plain value; not synchronised.
 struct cluster_node {
+  /// Where to connect: the host as announced (or the answering node's, for `""`/`"?"`), and the port.
   node_address address;
+  /// The node id, or empty.
   std::string id;
 };
 
@@ -30,9 +32,13 @@ struct cluster_node {
 /// index `master` of `cluster_map::nodes()`, with its replicas (indexes too; recorded for later,
 /// never used for routing). A plain value; not synchronised.
 struct cluster_slot_range {
+  /// The first slot of the range.
   std::uint16_t first = 0;
+  /// The last slot of the range (inclusive).
   std::uint16_t last = 0;
+  /// The master's index in `cluster_map::nodes()`.
   std::size_t master = 0;
+  /// The replicas' indexes in `cluster_map::nodes()` (those with port 0 left out).
   std::vector<std::size_t> replicas;
 };
 
@@ -79,13 +85,14 @@ class cluster_map {
 
 /// What `parse_cluster_slots` made of a reply.
 struct cluster_map_result {
-  /// Clear: `map` holds the table. `errc::bad_reply` for a malformed reply (wrong types, start >
+  /// Clear: `map` holds the table (which may still cover few or no slots). `errc::bad_reply` for a malformed reply (wrong types, start >
   /// end, a slot ≥ 16384, a negative number, a port > 65535, overlapping ranges, more than
   /// cluster_map::max_nodes nodes); the server's code (`error_from_reply_text`) for an error reply.
   std::error_code ec;
   /// What was wrong (for messages), or notes about a usable reply ("slots 0-5460: master
   /// 10.0.0.1 has port 0"); empty otherwise.
   std::string text;
+  /// The table; empty when `ec` is set.
   cluster_map map;
 };
 
@@ -105,11 +112,17 @@ cluster_map_result parse_cluster_slots(const reply& r, std::string_view from_hos
 bool accept_cluster_map(const cluster_map& current, const cluster_map& candidate) noexcept;
 
 /// A redirect error reply: `MOVED <slot> <host>:<port>` or `ASK <slot> <host>:<port>`.
+/// A plain value; not synchronised.
 struct cluster_redirect {
+  /// MOVED (the slot has moved for good) or ASK (ask that node, once, during a migration).
   enum class kind : std::uint8_t { moved, ask };
+  /// Which of the two.
   kind type = kind::moved;
+  /// The slot the server named (< 16384).
   std::uint16_t slot = 0;
+  /// The node to ask (host without brackets).
   node_address node;
+  /// Equal when every field is.
   bool operator==(const cluster_redirect&) const = default;
 };
 

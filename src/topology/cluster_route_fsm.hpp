@@ -18,6 +18,7 @@ namespace redlease::detail {
 /// The outcome of one send of a request to a cluster node, as `cluster_route_fsm::resume` takes it.
 /// A plain value; not synchronised.
 struct route_answer {
+  /// What the send came to.
   enum class kind : std::uint8_t {
     ok,                  ///< a reply that is not a cluster error: hand it up
     moved,               ///< MOVED slot node
@@ -31,11 +32,13 @@ struct route_answer {
     error_after_write,   ///< timeout or connection lost after the request was written: it may have run
     other_error,         ///< any other failure (`ec`): not retried
   };
+  /// Which outcome.
   kind type = kind::ok;
   /// The node that answered (or the one the send was for, when there was no answer).
   node_address from;
-  /// moved / ask: the slot and the node the server named.
+  /// moved / ask: the slot the server named.
   std::uint16_t slot = 0;
+  /// moved / ask: the node the server named.
   node_address node;
   /// error_before_write, error_after_write, other_error: what went wrong.
   std::error_code ec;
@@ -48,6 +51,7 @@ struct route_answer {
 
 /// What the driver of a request does next. A plain value; not synchronised.
 struct route_action {
+  /// What to do.
   enum class kind : std::uint8_t {
     done,                     ///< hand the reply up
     send_to,                  ///< send the request to `node` now
@@ -56,8 +60,11 @@ struct route_action {
     refresh_and_retry_after,  ///< ask for a slot-table refresh (refresh_gate), re-route after `delay`
     fail,                     ///< fail the request with `ec`
   };
+  /// Which step.
   kind type = kind::done;
+  /// send_to, asking_then_send, retry_after: the node to send to.
   node_address node;
+  /// retry_after, refresh_and_retry_after: how long to wait first.
   std::chrono::milliseconds delay{0};
   /// send_to after MOVED: set the table's entry of this slot to `node` (cluster_map::patch).
   std::optional<std::uint16_t> patch_slot;
@@ -66,6 +73,7 @@ struct route_action {
   /// send_to after a MOVED that names the node that answered: close the connection to it and open a
   /// new one (re-resolving its name) before sending.
   bool reconnect = false;
+  /// fail: the error to complete the request with.
   std::error_code ec;
 };
 
@@ -86,13 +94,16 @@ struct route_action {
 /// many redirects or a repeated MOVED to the same node, `request_timeout`.
 class cluster_route_fsm {
  public:
+  /// The clock of the time points it takes (never read here).
   using clock = std::chrono::steady_clock;
   /// Redirects followed per request (Lettuce's maxRedirects).
   static constexpr int max_redirects = 5;
   /// The first retry's delay; it doubles per retry up to backoff_max.
   static constexpr std::chrono::milliseconds backoff_first{10};
+  /// The longest delay between two retries.
   static constexpr std::chrono::milliseconds backoff_max{200};
 
+  /// A request that must end by `deadline`.
   explicit cluster_route_fsm(clock::time_point deadline) noexcept : deadline_(deadline) {}
 
   /// The next step after `a`, at `now`.
@@ -120,9 +131,13 @@ class cluster_route_fsm {
 /// even without a request. Reads no clock; not synchronised (the topology's executor owns it).
 class refresh_gate {
  public:
+  /// The clock of the time points it takes (never read here).
   using clock = std::chrono::steady_clock;
+  /// The pacing.
   struct timing {
+    /// From the end of one refresh to the start of the next, at least.
     std::chrono::milliseconds min_interval{200};
+    /// A refresh is due this long after the end of the last one, even without a request.
     std::chrono::milliseconds period{5000};
   };
   /// What `want` decided.
@@ -132,11 +147,15 @@ class refresh_gate {
       in_flight,  ///< one is running: it answers this request too
       at,         ///< too soon after the last one: call `want` again at `when` (the same time for every request meanwhile)
     };
+    /// Which of the three.
     kind type = kind::start_now;
+    /// at: when to ask again; start_now: the time given.
     clock::time_point when{};
   };
 
+  /// A gate with the default timing (200 ms, 5 s).
   refresh_gate() noexcept = default;
+  /// A gate with timing `t`.
   explicit refresh_gate(timing t) noexcept : timing_(t) {}
 
   /// A refresh is wanted (after MOVED, CLUSTERDOWN, READONLY, a connection error, or because
