@@ -3,23 +3,14 @@
 #include <gtest/gtest.h>
 
 #include "redlease/error.hpp"
+#include "reply_builders.hpp"
 #include "topology/sentinel_fsm.hpp"
 
 namespace redlease::detail {
 namespace {
 
-reply str(std::string s) {
-  reply r;
-  r.type = reply::kind::string;
-  r.str = std::move(s);
-  return r;
-}
-reply arr(std::vector<reply> e) {
-  reply r;
-  r.type = reply::kind::array;
-  r.elements = std::move(e);
-  return r;
-}
+using test_replies::arr;
+using test_replies::str;
 
 TEST(sentinel_fsm, master_address_answers) {
   auto ok = parse_master_addr(arr({str("10.0.0.5"), str("6380")}), "s1:26379", "m");
