@@ -163,8 +163,9 @@ TEST_F(cluster_rig_test, GracefulFailoverPromotesTheReplica) {
   cluster_rig& rig = *rig_;
   const std::uint16_t old_master = rig.master_of("graceful");
   const std::uint16_t replica = rig.replica_of(old_master);
-  ASSERT_TRUE(rig.client(old_master)({"SET", "graceful", "1"}).is_ok());
-  ASSERT_EQ(rig.client(old_master)({"WAIT", "1", "2000"}).integer, 1);
+  raw_client writer = rig.client(old_master);  // WAIT waits for this connection's writes
+  ASSERT_TRUE(writer({"SET", "graceful", "1"}).is_ok());
+  ASSERT_EQ(writer({"WAIT", "1", "2000"}).integer, 1);
 
   const auto t0 = clock_type::now();
   EXPECT_EQ(rig.failover(replica), old_master);
@@ -186,8 +187,9 @@ TEST_F(cluster_rig_test, KilledMasterIsReplacedAndRestartsAsReplica) {
   cluster_rig& rig = *rig_;
   const std::uint16_t old_master = rig.master_of("killed");
   const std::uint16_t replica = rig.replica_of(old_master);
-  ASSERT_TRUE(rig.client(old_master)({"SET", "killed", "1"}).is_ok());
-  ASSERT_EQ(rig.client(old_master)({"WAIT", "1", "2000"}).integer, 1);
+  raw_client writer = rig.client(old_master);  // WAIT waits for this connection's writes
+  ASSERT_TRUE(writer({"SET", "killed", "1"}).is_ok());
+  ASSERT_EQ(writer({"WAIT", "1", "2000"}).integer, 1);
 
   rig.kill(old_master);
   EXPECT_FALSE(rig.live(old_master));
@@ -210,8 +212,9 @@ TEST_F(cluster_rig_test, PausedMasterIsFailedOverByTheClusterAndResumesAsReplica
   cluster_rig& rig = *rig_;
   const std::uint16_t old_master = rig.master_of("paused");
   const std::uint16_t replica = rig.replica_of(old_master);
-  ASSERT_TRUE(rig.client(old_master)({"SET", "paused", "1"}).is_ok());
-  ASSERT_EQ(rig.client(old_master)({"WAIT", "1", "2000"}).integer, 1);
+  raw_client writer = rig.client(old_master);  // WAIT waits for this connection's writes
+  ASSERT_TRUE(writer({"SET", "paused", "1"}).is_ok());
+  ASSERT_EQ(writer({"WAIT", "1", "2000"}).integer, 1);
 
   rig.pause(old_master);
   const auto t0 = clock_type::now();
