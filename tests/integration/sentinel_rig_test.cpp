@@ -6,29 +6,20 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 
 #include "redis_fixture.hpp"
+#include "rig_timing.hpp"
 #include "sentinel_rig.hpp"
 
 namespace redlease::test {
 namespace {
 
 using namespace std::chrono_literals;
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point start) {
-  return std::chrono::duration<double>(clock_type::now() - start).count();
-}
-
-void report(const char* what, double seconds) {
-  std::printf("[   TIME   ] %s: %.3f s\n", what, seconds);
-  std::fflush(stdout);
-}
+using clock_type = rig_clock;
 
 std::string role_of(raw_client& c) {
   raw_reply r = c({"ROLE"});

@@ -60,15 +60,20 @@ std::string redis_server::tls_url() const {
   return "rediss://" + auth + host() + ":" + std::to_string(tls_port_);
 }
 
-// With TLS, a second free port (picked the same way) for the TLS listener.
+// With TLS, a second free port (picked the same way) for the TLS listener; in cluster mode, one
+// more for the cluster bus. start() keeps them: the other nodes know them.
 void redis_server::pick_ports() {
   local::redis_server::pick_ports();
-  if (opts_.tls.cert_file.empty()) return;
   const std::uint16_t plain = port_;
-  do local::redis_server::pick_ports();
-  while (port_ == plain);
-  tls_port_ = port_;
-  port_ = plain;
+  auto another = [this, plain](std::uint16_t other) {
+    do local::redis_server::pick_ports();
+    while (port_ == plain || port_ == other);
+    const std::uint16_t picked = port_;
+    port_ = plain;
+    return picked;
+  };
+  if (!opts_.tls.cert_file.empty()) tls_port_ = another(0);
+  if (opts_.cluster) bus_port_ = another(tls_port_);
 }
 
 std::vector<std::string> redis_server::arguments() const {
@@ -92,6 +97,11 @@ std::vector<std::string> redis_server::arguments() const {
     add("--tls-key-file", opts_.tls.key_file);
     if (!opts_.tls.ca_file.empty()) add("--tls-ca-cert-file", opts_.tls.ca_file);
     add("--tls-auth-clients", opts_.tls.auth_clients ? "yes" : "no");
+  }
+  if (opts_.cluster) {
+    add("--cluster-enabled", "yes");
+    add("--cluster-config-file", dir_ + "/nodes.conf");
+    add("--cluster-port", std::to_string(bus_port_));
   }
   args.insert(args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
   return args;

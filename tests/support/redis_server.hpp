@@ -45,6 +45,11 @@ struct server_options {
     std::string ca_file;        // the CA that client certificates must chain to
     bool auth_clients = false;  // require a client certificate (`--tls-auth-clients yes`)
   } tls{};  // (the initializer keeps `server_options{a, b, c}` free of -Wmissing-field-initializers)
+  /// Cluster mode (`--cluster-enabled yes`, `nodes.conf` in the temporary directory, kept across
+  /// stop()/start()), with the cluster bus on a second free port (`--cluster-port`, see
+  /// `redis_server::bus_port()`), so that any data port works (the default bus port, port + 10000,
+  /// does not exist above 55535).
+  bool cluster = false;
 };
 
 /// A redis-server child process listening on 127.0.0.1 (and optionally a unix socket); see
@@ -61,6 +66,8 @@ class redis_server : public local::redis_server {
   /// The TLS port (0 unless `server_options::tls.cert_file` is set); stays the same across
   /// stop()/start().
   std::uint16_t tls_port() const noexcept { return tls_port_; }
+  /// The cluster bus port (0 unless `server_options::cluster`); stays the same across stop()/start().
+  std::uint16_t bus_port() const noexcept { return bus_port_; }
   /// "rediss://127.0.0.1:TLS_PORT" (with the password as in url()); "" without TLS.
   std::string tls_url() const;
   /// The unix socket path, or "" if `server_options::unix_socket` is false.
@@ -98,6 +105,7 @@ class redis_server : public local::redis_server {
 
   server_options opts_;
   std::uint16_t tls_port_ = 0;
+  std::uint16_t bus_port_ = 0;
 };
 
 /// Starts `n` independent servers with the same options.

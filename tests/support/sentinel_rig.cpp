@@ -6,6 +6,8 @@
 #include <thread>
 #include <utility>
 
+#include "info_field.hpp"
+
 namespace redlease::test {
 namespace {
 
@@ -22,17 +24,6 @@ std::string field(const raw_reply& flat, std::string_view name) {
     if (flat.elements[i].str == name) return flat.elements[i + 1].str;
   }
   return {};
-}
-
-// The value of `name:` in an INFO reply, or "".
-std::string info_field(const std::string& info, std::string_view name) {
-  const std::string key = "\n" + std::string(name) + ":";
-  const std::string text = "\n" + info;
-  const std::size_t pos = text.find(key);
-  if (pos == std::string::npos) return {};
-  const std::size_t begin = pos + key.size();
-  const std::size_t end = text.find_first_of("\r\n", begin);
-  return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
 }
 
 std::uint16_t parse_port(const std::string& s) {
