@@ -4,7 +4,7 @@
 /// (`server_options::cluster`) on free loopback ports, each in its own temporary directory with
 /// its `nodes.conf`, `--save '' --appendonly no`, `--enable-debug-command local`,
 /// `--cluster-node-timeout` 2000 ms by default, the cluster bus on a second free port
-/// (`--cluster-port`). Docs: /work/shared/reference/topologies.md §4.2, §4.5, §4.6.
+/// (`--cluster-port`). Recipes: the reference notes' topologies.md, §4.2, §4.5, §4.6.
 ///
 /// The rig builds the cluster itself over raw connections, as `redis-cli --cluster create` does but
 /// without its fixed sleeps: `CLUSTER ADDSLOTSRANGE` on the masters (0-5460, 5461-10922,
@@ -31,8 +31,8 @@
 ///   3.6-4.9 s (node timeout 2 s, then the failure report and the election's random delay);
 ///   `resume()`: the old master turns replica and is attached within 0.02-1.1 s.
 /// - The slot migration steps and the MOVED/ASK checks: a few ms each.
-/// - cluster_rig_test (one rig, 7 tests): 8-10 s; under ctest, each test is its own process with
-///   its own rig: about 20 s in all, run one after the other.
+/// - cluster_rig_test (one rig, 7 tests): 8-10 s. It is one ctest test (`redlease_add_test(...
+///   WHOLE ...)`): per-test processes would start a rig each (about 20 s in all).
 #pragma once
 
 #include <chrono>
