@@ -394,18 +394,21 @@ namespace {
 // attempt when it closes.
 template <class T>
 T wait_for(std::error_code& ec, const std::function<void(std::function<void(std::error_code, T)>)>& start) {
-  auto p = std::make_shared<std::promise<std::pair<std::error_code, T>>>();
+  // The server's words travel with an error to the caller's thread (redlease::last_error_text).
+  struct result {
+    std::error_code ec;
+    std::string words;
+    T value;
+  };
+  auto p = std::make_shared<std::promise<result>>();
   auto f = p->get_future();
-  start([p](std::error_code e, T v) { p->set_value({e, std::move(v)}); });
-  auto [e, v] = f.get();
-  ec = e;
-  return v;
-}
-
-// The end of a wait from now; a wait of a century or more has none.
-std::chrono::steady_clock::time_point wait_end(std::chrono::milliseconds wait) {
-  auto now = std::chrono::steady_clock::now();
-  return wait > std::chrono::hours(24 * 365 * 100) ? std::chrono::steady_clock::time_point::max() : now + wait;
+  start([p](std::error_code e, T v) {
+    p->set_value({e, e ? detail::error_text_slot() : std::string(), std::move(v)});
+  });
+  auto r = f.get();
+  ec = r.ec;
+  if (r.ec) detail::error_text_slot() = std::move(r.words);
+  return r.value;
 }
 
 bool acquire_sync(detail::multi_lock_impl& impl, std::chrono::steady_clock::time_point until, std::error_code& ec) {
@@ -467,7 +470,7 @@ bool multi_lock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
     ec = errc::invalid_argument;
     return false;
   }
-  return acquire_sync(*impl_, wait_end(wait), ec);
+  return acquire_sync(*impl_, detail::wait_end(wait), ec);
 }
 
 void multi_lock::lock() {
@@ -517,7 +520,7 @@ void multi_lock::async_try_lock_impl(std::chrono::milliseconds wait,
                                      std::shared_ptr<detail::multi_cancel> cancel) {
   // The completion is posted by `h` itself (erase_handler): never inside this call.
   if (wait.count() < 0) return h(errc::invalid_argument, false);
-  impl_->acquire(wait_end(wait), std::move(h), std::move(cancel));
+  impl_->acquire(detail::wait_end(wait), std::move(h), std::move(cancel));
 }
 
 void multi_lock::async_unlock_impl(detail::unique_function<void(std::error_code)> h) { impl_->release(std::move(h)); }

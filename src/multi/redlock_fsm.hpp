@@ -20,6 +20,13 @@ namespace redlease::detail {
 /// The clock every time point of a RedLock is taken on.
 using redlock_clock = std::chrono::steady_clock;
 
+/// The end of a caller's wait from now; a wait of a century or more has none (`time_point::max()`).
+/// The blocking and async calls of the compositions above the engine (RedLock, MultiLock) share it.
+inline redlock_clock::time_point wait_end(std::chrono::milliseconds wait) {
+  auto now = redlock_clock::now();
+  return wait > std::chrono::hours(24 * 365 * 100) ? redlock_clock::time_point::max() : now + wait;
+}
+
 /// What one node answered to one request of a RedLock. Each request reads only some of them.
 enum class node_answer {
   /// acquire, re-take: SET NX set our value; extend: our value's TTL was set; release: our value

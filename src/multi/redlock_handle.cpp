@@ -108,20 +108,12 @@ bool acquire_sync(detail::redlock_impl& impl, detail::redlock_clock::time_point 
 }
 }  // namespace
 
-namespace {
-// The end of a wait from now; a wait of a century or more has none.
-detail::redlock_clock::time_point wait_end(std::chrono::milliseconds wait) {
-  auto now = detail::redlock_clock::now();
-  return wait > std::chrono::hours(24 * 365 * 100) ? detail::redlock_clock::time_point::max() : now + wait;
-}
-}  // namespace
-
 bool redlock::try_lock(std::chrono::milliseconds wait, std::error_code& ec) {
   if (wait.count() < 0) {
     ec = errc::invalid_argument;
     return false;
   }
-  return acquire_sync(*impl_, wait_end(wait), ec);
+  return acquire_sync(*impl_, detail::wait_end(wait), ec);
 }
 
 void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
@@ -130,7 +122,7 @@ void redlock::async_try_lock_impl(std::chrono::milliseconds wait,
   // The completion is posted by `h` itself (erase_handler): never inside this call.
   auto shared = std::make_shared<detail::unique_function<void(std::error_code, bool)>>(std::move(h));
   if (wait.count() < 0) return (*shared)(errc::invalid_argument, false);
-  impl_->acquire(wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); }, std::move(cancel));
+  impl_->acquire(detail::wait_end(wait), [shared](std::error_code ec, bool ok) { (*shared)(ec, ok); }, std::move(cancel));
 }
 
 std::shared_ptr<detail::redlock_cancel> redlock::new_cancel() { return std::make_shared<detail::redlock_cancel>(); }
