@@ -14,7 +14,7 @@ if ! [[ $seconds =~ ^[1-9][0-9]*$ ]]; then
   echo "usage: scripts/fuzz.sh [SECONDS]  (per target, default 60)" >&2
   exit 64
 fi
-targets=(${FUZZ_TARGETS:-url duration reply info sentinel})
+targets=(${FUZZ_TARGETS:-url duration reply info sentinel cluster})
 bash scripts/install-deps.sh
 if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
   cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ >/dev/null
