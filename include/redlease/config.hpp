@@ -77,7 +77,7 @@ struct tls_options {
   bool insecure = false;
 };
 
-/// A host and port (a Sentinel's address).
+/// A host and port (a Sentinel's address, a cluster seed). The default port is Sentinel's; set it for a seed.
 struct host_port {
   /// Host name or address.
   std::string host;
@@ -106,6 +106,45 @@ struct sentinel_options {
   std::chrono::milliseconds poll_interval{1000};
   /// TLS to the Sentinels (`rediss-sentinel://` enables it, and TLS to the data nodes too).
   tls_options tls;
+};
+
+/// Whether a client treats its server as a Redis Cluster (`cluster_options::mode`).
+enum class cluster_mode : std::uint8_t {
+  /// Detected: the client asks the first node it reaches (`CLUSTER SLOTS`); a server that reports
+  /// no cluster support (or refuses the command) is used as one endpoint.
+  automatic,
+  /// Never: every request goes to the one endpoint (a cluster proxy, Envoy, a managed endpoint
+  /// that routes by itself). URL: `?cluster=no`.
+  off,
+};
+
+/// Which pub/sub a client uses for lock wake-ups in a Redis Cluster (`cluster_options::sharded_pubsub`).
+enum class sharded_pubsub_mode : std::uint8_t {
+  /// As Redisson's AUTO: sharded (`SSUBSCRIBE`/`SPUBLISH`, Redis 7+) when the cluster's nodes
+  /// answer `PUBSUB SHARDNUMSUB` within `cluster_options::probe_timeout`, classic otherwise.
+  automatic,
+  /// Always sharded (Redis 7+). URL: `?sharded_pubsub=yes`.
+  on,
+  /// Always classic `SUBSCRIBE`/`PUBLISH`. URL: `?sharded_pubsub=no`.
+  off,
+};
+
+/// How a client uses a Redis Cluster. Outside a cluster only `mode` matters.
+struct cluster_options {
+  /// Detect a cluster (the default), or never use one.
+  cluster_mode mode = cluster_mode::automatic;
+  /// More nodes to ask for the slot table, after `config::host`/`config::port` (`redis://h1:p1,h2:p2`
+  /// puts h2 here): discovery starts while any one of them answers.
+  std::vector<host_port> seeds;
+  /// Sharded or classic pub/sub for wake-ups (see `sharded_pubsub_mode`); it must match what the
+  /// other clients of the same locks use (Redisson's `shardedSubscriptionMode`).
+  sharded_pubsub_mode sharded_pubsub = sharded_pubsub_mode::automatic;
+  /// How often the slot table is asked for again without a reason (MOVED, a lost connection and
+  /// CLUSTERDOWN ask at once, at most one refresh per 200 ms).
+  std::chrono::milliseconds refresh_interval{5000};
+  /// Bound on the probe that decides `sharded_pubsub_mode::automatic` (a probe that hung on a
+  /// managed cluster: Redisson's #6646).
+  std::chrono::milliseconds probe_timeout{1000};
 };
 
 /// Replica acknowledgement: every acquisition, renewal and release script is followed, in the same
@@ -234,6 +273,9 @@ struct config {
   sentinel_options sentinel;
   /// Replica acknowledgement of lock writes (see `replica_ack_options`).
   replica_ack_options replica_ack;
+  /// Redis Cluster: detection, more seeds, pub/sub mode (see `cluster_options`). Ignored with
+  /// Sentinels or a Unix socket.
+  cluster_options cluster;
 
   /// Parses `redis://[user:password@]host[:port][/db]`, `rediss://...` (the same with TLS: sets
   /// `tls.enabled`; the port still defaults to 6379), `unix:///path.sock[?db=N]` or

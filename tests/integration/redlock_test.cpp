@@ -229,20 +229,28 @@ TEST_F(redlock_test, a_majority_that_stops_answering_is_lost_when_the_validity_e
 TEST_F(redlock_test, the_validity_shrinks_with_slow_nodes_and_an_attempt_past_the_ttl_fails) {
   start(3);
   redlock_options o;
-  o.ttl = 1000ms;
+  // Renewals are due a third of the TTL after the attempt's send time: with a TTL of 3 s the first
+  // is due a second after the grant's 400 ms, so the validity read below is the grant's, not a
+  // renewal's (with 1 s, a renewal fell due at the grant and could land before the read).
+  o.ttl = 3000ms;
   o.node_timeout = 3000ms;  // let the slow nodes' answers count
+  {
+    redlock rl(nodes(), "slow", o);
+    ASSERT_TRUE(raw(1)({"CLIENT", "PAUSE", "400"}).is_ok());
+    ASSERT_TRUE(raw(2)({"CLIENT", "PAUSE", "400"}).is_ok());
+    const auto t0 = steady::now();
+    ASSERT_TRUE(rl.try_lock());
+    EXPECT_GE(ms_since(t0), 300);
+    EXPECT_LT(rl.valid_until() - steady::now(), 2700ms);  // the TTL minus the attempt's time
+    rl.unlock();
+  }
+
+  o.ttl = 1000ms;
   redlock rl(nodes(), "slow", o);
-  ASSERT_TRUE(raw(1)({"CLIENT", "PAUSE", "400"}).is_ok());
-  ASSERT_TRUE(raw(2)({"CLIENT", "PAUSE", "400"}).is_ok());
-  auto t0 = steady::now();
-  ASSERT_TRUE(rl.try_lock());
-  EXPECT_GE(ms_since(t0), 300);
-  EXPECT_LT(rl.valid_until() - steady::now(), 700ms);  // the TTL minus the attempt's time
-  rl.unlock();
 
   ASSERT_TRUE(raw(1)({"CLIENT", "PAUSE", "1300"}).is_ok());
   ASSERT_TRUE(raw(2)({"CLIENT", "PAUSE", "1300"}).is_ok());
-  t0 = steady::now();
+  const auto t0 = steady::now();
   EXPECT_FALSE(rl.try_lock()) << "a majority granted only after the validity ran out";
   EXPECT_LT(ms_since(t0), 1200);  // decided when the validity ran out
   const std::string value = rl.value();
