@@ -175,6 +175,17 @@ void node::exec(std::string payload, reply_handler h, bool idempotent) {
                              idempotent});
 }
 
+std::string eval_payload(const lua_script& s, const arg_list& args) { return script_payload(s, args, true); }
+
+void node::exec_asking(std::string payload, reply_handler h, bool idempotent) {
+  std::string asking;
+  encode_command(asking, {"ASKING"});
+  conn_->submit_here(request{std::move(asking), [](std::error_code, reply) {}});
+  conn_->submit_here(request{std::move(payload),
+                             [h = std::move(h)](std::error_code ec, reply r) mutable { complete(h, ec, std::move(r)); },
+                             idempotent});
+}
+
 void node::exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent, bool always_eval) {
   if (always_eval) return exec(script_payload(s, args, true), std::move(h), idempotent);
   auto payload = script_payload(s, args, false);

@@ -18,6 +18,10 @@
 
 namespace redlease::detail {
 
+/// `EVAL body numkeys keys... args...` for `s` with `args` (a script sent where no NOSCRIPT round
+/// may follow it: after ASKING).
+std::string eval_payload(const lua_script& s, const arg_list& args);
+
 class node {
  public:
   /// `guard`: the client's I/O guard, through which a blocking call hands over its lanes (null for a
@@ -37,6 +41,9 @@ class node {
   /// before the requests queued after it (an undo) passes `always_eval` and goes out as EVAL.
   void exec_script(const lua_script& s, arg_list args, reply_handler h, bool idempotent = false,
                    bool always_eval = false);
+  /// `ASKING` and `payload` back to back on the command connection (never a lane: the flag ASKING
+  /// sets holds for the next command on the same connection only). A cluster's ASK redirect.
+  void exec_asking(std::string payload, reply_handler h, bool idempotent = false);
   /// As exec_script, followed in the same write by `WAIT n timeout` when replica acknowledgement is
   /// on for this node (see `replicas_wanted`). Fewer acknowledgements complete `h` with
   /// `errc::not_replicated` and the script's reply (the write did run on the master). A server that

@@ -50,8 +50,9 @@ void topology::unsubscribe(subscriber* s, const std::string& channel, channel_li
 }
 
 std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard) {
-  return cfg.sentinel.nodes.empty() ? make_standalone(std::move(ex), cfg, guard)
-                                    : make_sentinel(std::move(ex), cfg, guard);
+  if (!cfg.sentinel.nodes.empty()) return make_sentinel(std::move(ex), cfg, guard);
+  if (!cfg.unix_socket.empty() || cfg.cluster.mode == cluster_mode::off) return make_standalone(std::move(ex), cfg, guard);
+  return make_cluster(std::move(ex), cfg, guard);
 }
 
 }  // namespace redlease::detail

@@ -98,11 +98,15 @@ class topology {
   topology_events events_;
 };
 
-/// The deployment `cfg` describes: Sentinel when it names Sentinels, else one server. `guard`: the
+/// The deployment `cfg` describes: Sentinel when it names Sentinels; one server on a Unix socket or
+/// with `cluster.mode` off; else a cluster, detected (and one server when it is not one). `guard`: the
 /// client's I/O guard, which its nodes ask for the lanes of a blocking call (null: no lanes).
 std::unique_ptr<topology> make_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 /// One server: the config's host/port or unix socket.
 std::unique_ptr<topology> make_standalone(asio::any_io_executor ex, const config& cfg, io_guard* guard);
+/// A Redis Cluster reached through the config's address and `cfg.cluster.seeds`, or the one server
+/// there when it is not a cluster (cluster.cpp).
+std::unique_ptr<topology> make_cluster(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 /// A master found through the Sentinels of `cfg.sentinel`.
 std::unique_ptr<topology> make_sentinel(asio::any_io_executor ex, const config& cfg, io_guard* guard);
 
