@@ -5,7 +5,10 @@
 #include <charconv>
 #include <chrono>
 #include <initializer_list>
+#include <iterator>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "redlease/error.hpp"
 #include "redlease/detail/limits.hpp"
@@ -51,22 +54,46 @@ std::string cat(std::initializer_list<std::string_view> parts) {
   return out;
 }
 
-// Only `db=N` (and `master=NAME` where `master` is given) is understood; anything else is an error
-// rather than silently ignored. Returns what is wrong, or nothing.
-std::string parse_query(std::string_view query, int& db, std::string* master = nullptr) {
+// Which URL a query belongs to: each understands its own parameters.
+enum class url_kind { unix_socket, plain, sentinel };
+
+// `auto`, `yes` or `no`: 0, 1 or 2; anything else: -1.
+int auto_yes_no(std::string_view v) {
+  return v == "auto" ? 0 : v == "yes" ? 1 : v == "no" ? 2 : -1;
+}
+
+// Only `db=N`, `master=NAME` (Sentinels), `cluster=` and `sharded_pubsub=` (redis://) are
+// understood; anything else is an error rather than silently ignored. Returns what is wrong, or
+// nothing.
+std::string parse_query(std::string_view query, url_kind kind, config& c) {
   while (!query.empty()) {
     auto amp = query.find('&');
     auto item = query.substr(0, amp);
     query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     if (item.substr(0, 3) == "db=") {
-      if (!parse_int(item.substr(3), db) || db < 0)
+      if (!parse_int(item.substr(3), c.database) || c.database < 0)
         return cat({"the database '", item.substr(3, 20), "' is not a number from 0"});
-    } else if (master && item.substr(0, 7) == "master=") {
-      if (!percent_decode(item.substr(7), *master)) return "bad %-escape in the master's name";
-      if (master->empty()) return "empty master name";
+    } else if (kind == url_kind::sentinel && item.substr(0, 7) == "master=") {
+      if (!percent_decode(item.substr(7), c.sentinel.master_name)) return "bad %-escape in the master's name";
+      if (c.sentinel.master_name.empty()) return "empty master name";
+    } else if (kind == url_kind::plain &&
+               (item.substr(0, 8) == "cluster=" || item.substr(0, 15) == "sharded_pubsub=")) {
+      auto eq = item.find('=');
+      auto key = item.substr(0, eq), value = item.substr(eq + 1);
+      const int v = auto_yes_no(value);
+      if (v < 0) return cat({key, "='", value.substr(0, 20), "' is not auto, yes or no"});
+      if (key == "cluster") {
+        c.cluster.mode = v == 2 ? cluster_mode::off : cluster_mode::automatic;
+      } else {
+        c.cluster.sharded_pubsub = v == 0   ? sharded_pubsub_mode::automatic
+                                   : v == 1 ? sharded_pubsub_mode::on
+                                            : sharded_pubsub_mode::off;
+      }
     } else {
-      return cat({"unknown query parameter '", item.substr(0, item.find('=')).substr(0, 40),
-                  master ? "' (only db=N and master=NAME)" : "' (only db=N)"});
+      std::string_view known = kind == url_kind::sentinel ? "db=N and master=NAME"
+                               : kind == url_kind::plain  ? "db=N, cluster=auto|yes|no and sharded_pubsub=auto|yes|no"
+                                                          : "db=N";
+      return cat({"unknown query parameter '", item.substr(0, item.find('=')).substr(0, 40), "' (only ", known, ")"});
     }
   }
   return {};
@@ -107,6 +134,23 @@ std::string parse_host_port(std::string_view hostport, std::string& host_out, st
     port_out = static_cast<std::uint16_t>(p);
   }
   return {};
+}
+
+// A comma-separated list of `host[:port]`, each with `default_port` when it has none. Returns what
+// is wrong, or nothing.
+std::string parse_host_list(std::string_view list, std::uint16_t default_port, std::vector<host_port>& out) {
+  while (true) {
+    auto comma = list.find(',');
+    auto item = list.substr(0, comma);
+    if (item.empty() && (comma != std::string_view::npos || !out.empty()))
+      return "an empty host in the list (two commas in a row, or one at an end)";
+    host_port hp;
+    hp.port = default_port;
+    if (auto why = parse_host_port(item, hp.host, hp.port); !why.empty()) return why;
+    out.push_back(std::move(hp));
+    if (comma == std::string_view::npos) return {};
+    list = list.substr(comma + 1);
+  }
 }
 
 constexpr std::string_view schemes =
@@ -151,7 +195,7 @@ std::string parse_url(std::string_view url, config& c) {
     if (path.empty() || path.front() != '/')
       return cat({"the socket path must be absolute (", scheme, ":///path/to/redis.sock)"});
     if (q != std::string_view::npos)
-      if (auto why = parse_query(rest.substr(q + 1), c.database); !why.empty()) return why;
+      if (auto why = parse_query(rest.substr(q + 1), url_kind::unix_socket, c); !why.empty()) return why;
     c.unix_socket = std::string(path);
     return {};
   }
@@ -181,9 +225,9 @@ std::string parse_url(std::string_view url, config& c) {
   auto slash = rest.find('/');
   auto hostport = rest.substr(0, slash);
   auto path = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
-  auto* master = sentinel ? &c.sentinel.master_name : nullptr;
+  const auto kind = sentinel ? url_kind::sentinel : url_kind::plain;
   if (auto q = path.find('?'); q != std::string_view::npos) {
-    if (auto why = parse_query(path.substr(q + 1), c.database, master); !why.empty()) return why;
+    if (auto why = parse_query(path.substr(q + 1), kind, c); !why.empty()) return why;
     path = path.substr(0, q);
   }
   if (!path.empty() && (!parse_int(path, c.database) || c.database < 0))
@@ -191,20 +235,24 @@ std::string parse_url(std::string_view url, config& c) {
 
   // A query may also follow the host list directly: `redis-sentinel://h1,h2?master=m`.
   if (auto q = hostport.find('?'); q != std::string_view::npos && slash == std::string_view::npos) {
-    if (auto why = parse_query(hostport.substr(q + 1), c.database, master); !why.empty()) return why;
+    if (auto why = parse_query(hostport.substr(q + 1), kind, c); !why.empty()) return why;
     hostport = hostport.substr(0, q);
   }
-  if (!sentinel) return parse_host_port(hostport, c.host, c.port);
-  // Sentinels: a comma-separated list; the master's name is required.
-  while (true) {
-    auto comma = hostport.find(',');
-    host_port hp;
-    if (auto why = parse_host_port(hostport.substr(0, comma), hp.host, hp.port); !why.empty()) return why;
-    c.sentinel.nodes.push_back(std::move(hp));
-    if (comma == std::string_view::npos) break;
-    hostport = hostport.substr(comma + 1);
+  if (sentinel) {
+    if (auto why = parse_host_list(hostport, host_port{}.port, c.sentinel.nodes); !why.empty()) return why;
+    if (c.sentinel.master_name.empty()) return "missing ?master=NAME (the master's name the Sentinels know)";
+    return {};
   }
-  if (c.sentinel.master_name.empty()) return "missing ?master=NAME (the master's name the Sentinels know)";
+  // The first host is the one to connect to; the others are cluster seeds.
+  std::vector<host_port> hosts;
+  if (auto why = parse_host_list(hostport, c.port, hosts); !why.empty()) return why;
+  c.host = std::move(hosts.front().host);
+  c.port = hosts.front().port;
+  c.cluster.seeds.assign(std::make_move_iterator(hosts.begin() + 1), std::make_move_iterator(hosts.end()));
+  if (c.cluster.seeds.empty()) return {};
+  if (c.cluster.mode == cluster_mode::off) return "cluster=no takes one host (several are a Redis Cluster's seeds)";
+  if (c.database != 0)
+    return cat({"several hosts with database ", std::to_string(c.database), ": a Redis Cluster has only database 0"});
   return {};
 }
 
@@ -293,8 +341,16 @@ std::string config::invalid_setting() const {
                  in_range("sentinel.poll_interval", sentinel.poll_interval, 0, longest),
                  // WAIT's 0 is "block until acknowledged": the command connection would stall behind
                  // it for as long as a replica is down.
-                 in_range("replica_ack.timeout", replica_ack.timeout, 1, longest)}) {
+                 in_range("replica_ack.timeout", replica_ack.timeout, 1, longest),
+                 in_range("cluster.refresh_interval", cluster.refresh_interval, 1, longest),
+                 in_range("cluster.probe_timeout", cluster.probe_timeout, 1, longest)}) {
     if (!e.empty()) return e;
+  }
+  for (std::size_t i = 0; i < cluster.seeds.size(); ++i) {
+    const std::string index = std::to_string(i);
+    if (cluster.seeds[i].host.empty()) return cat({"cluster.seeds[", index, "]: the host must not be empty"});
+    if (cluster.seeds[i].port == 0)
+      return cat({"cluster.seeds[", index, "]: the port must be from 1 to 65535 (it is 0)"});
   }
   if (watchdog_batch_size < 1) return "watchdog_batch_size must be at least 1";
   // Nothing Redis sends nests more than a few levels, and a decoded reply is freed recursively.
@@ -322,7 +378,8 @@ std::string config::redacted_url() const {
     out.append(":***@");
   }
   auto append_host = [&out](const std::string& h, std::uint16_t p) {
-    if (h.find(':') != std::string::npos) {
+    // Bracketed as from_url reads it: an IPv6 address, or a host that starts with '['.
+    if (h.find(':') != std::string::npos || (!h.empty() && h.front() == '[')) {
       out.append("[").append(h).append("]");
     } else {
       out.append(h);
@@ -331,6 +388,10 @@ std::string config::redacted_url() const {
   };
   if (sentinel.nodes.empty()) {
     append_host(host, port);
+    for (const auto& seed : cluster.seeds) {
+      out.append(",");
+      append_host(seed.host, seed.port);
+    }
   } else {
     for (std::size_t i = 0; i < sentinel.nodes.size(); ++i) {
       if (i) out.append(",");
@@ -341,6 +402,16 @@ std::string config::redacted_url() const {
   if (!sentinel.nodes.empty()) {
     out.append("?master=");
     append_userinfo_encoded(out, sentinel.master_name);
+    return out;
+  }
+  char sep = '?';
+  if (cluster.mode == cluster_mode::off) {
+    out.append("?cluster=no");
+    sep = '&';
+  }
+  if (cluster.sharded_pubsub != sharded_pubsub_mode::automatic) {
+    out.push_back(sep);
+    out.append(cluster.sharded_pubsub == sharded_pubsub_mode::on ? "sharded_pubsub=yes" : "sharded_pubsub=no");
   }
   return out;
 }

@@ -277,24 +277,31 @@ struct config {
   /// Sentinels or a Unix socket.
   cluster_options cluster;
 
-  /// Parses `redis://[user:password@]host[:port][/db]`, `rediss://...` (the same with TLS: sets
-  /// `tls.enabled`; the port still defaults to 6379), `unix:///path.sock[?db=N]` or
-  /// `redis+unix://`, and a Sentinel-managed master:
-  /// `redis-sentinel://[user:password@]s1[:port][,s2[:port]...][/db]?master=NAME` (port 26379 by
-  /// default; fills `sentinel.nodes` and `sentinel.master_name`, which is required; the credentials
-  /// are the data nodes') or `rediss-sentinel://...` (TLS to the Sentinels and the data nodes). User
-  /// and password are percent-decoded. A user part without a colon, `redis://app@host`, is the ACL
-  /// user's name (Redis 6+), as redis-py and node-redis read it: set `password` yourself then;
-  /// `redis://:password@host` is a password alone. Timing and TLS file fields keep their defaults.
+  /// Parses `redis://[user:password@]host[:port][,host[:port]...][/db][?params]`, `rediss://...`
+  /// (the same with TLS: sets `tls.enabled`), `unix:///path.sock[?db=N]` or `redis+unix://`, and a
+  /// Sentinel-managed master: `redis-sentinel://[user:password@]s1[:port][,s2[:port]...][/db]?master=NAME`
+  /// (port 26379 by default; fills `sentinel.nodes` and `sentinel.master_name`, which is required; the
+  /// credentials are the data nodes') or `rediss-sentinel://...` (TLS to the Sentinels and the data
+  /// nodes). In `redis://` and `rediss://` every port defaults to 6379; the first host fills `host`
+  /// and `port`, the others `cluster.seeds` (IPv6 literals in brackets; several hosts require
+  /// database 0, a Redis Cluster's only one); `params`, joined with `&`, are `db=N`,
+  /// `cluster=auto|yes|no` (`no`: `cluster_mode::off`, with one host only; `yes` is `auto`) and
+  /// `sharded_pubsub=auto|yes|no` (`cluster.sharded_pubsub`). User and password are percent-decoded.
+  /// A user part without a colon, `redis://app@host`, is the ACL user's name (Redis 6+), as redis-py
+  /// and node-redis read it: set `password` yourself then; `redis://:password@host` is a password
+  /// alone. Timing and TLS file fields keep their defaults.
   /// @throws redlease::error with `errc::invalid_url`, whose message quotes the URL without its user
   /// and password and says what is wrong with it: `invalid Redis URL "redsi://h": unknown scheme
-  /// 'redsi' (the schemes are redis://, ...)`, "missing host", "no scheme", a bad port or database.
+  /// 'redsi' (the schemes are redis://, ...)`, "missing host", "no scheme", a bad port or database,
+  /// an empty host in a list, an unknown query parameter or value.
   static config from_url(std::string_view url);
   /// As above; on failure sets `ec` and `last_error_text()` (what is wrong with the URL) and returns
   /// a default config.
   static config from_url(std::string_view url, std::error_code& ec);
 
-  /// The address as a URL without the password, for messages and logs (`rediss://` with TLS).
+  /// The address as a URL without the password, for messages and logs (`rediss://` with TLS; the
+  /// cluster seeds after the host, `cluster=no` and `sharded_pubsub=` when not the defaults).
+  /// `from_url` reads it back to the same hosts, ports and cluster modes.
   std::string redacted_url() const;
 
   /// Empty when every timing and limit is in range; otherwise what is wrong with the first one that
@@ -303,7 +310,9 @@ struct config {
   /// at most 2^40 ms (about 34 years, the longest lease or wait; `mutex_poll_cap` a sixteenth of it), so that
   /// `milliseconds::max()` is refused rather than overflowing the clock; `watchdog_timeout` at least
   /// 100 ms, `reconnect_max_delay` at least `reconnect_min_delay`, the batch and reply limits at
-  /// least 1, and `max_reply_depth` at most `max_reply_depth_limit`. The client constructor checks it. Thread-safe on a config nobody modifies.
+  /// least 1, and `max_reply_depth` at most `max_reply_depth_limit`; every `cluster.seeds` entry
+  /// needs a host and a port (e.g. "cluster.seeds[1]: the port must be from 1 to 65535 (it is 0)").
+  /// The client constructor checks it. Thread-safe on a config nobody modifies.
   std::string invalid_setting() const;
 
   /// TLS for the data connections (the command and pub/sub connections). Off unless `rediss://`

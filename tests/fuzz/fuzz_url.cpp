@@ -22,5 +22,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   auto other = c;
   if (!other.password.empty()) other.password = "x";
   if (other.redacted_url() != c.redacted_url()) std::abort();
+  // What it accepts is a valid setting, and its redacted form reads back to the same address and
+  // cluster settings (Sentinel and unix URLs aside).
+  if (!c.invalid_setting().empty()) std::abort();
+  if (c.unix_socket.empty() && c.sentinel.nodes.empty()) {
+    auto back = redlease::config::from_url(c.redacted_url(), ec);
+    if (ec || back.host != c.host || back.port != c.port || back.database != c.database ||
+        back.cluster.mode != c.cluster.mode || back.cluster.sharded_pubsub != c.cluster.sharded_pubsub ||
+        back.cluster.seeds.size() != c.cluster.seeds.size())
+      std::abort();
+    for (std::size_t i = 0; i < c.cluster.seeds.size(); ++i) {
+      const auto &want = c.cluster.seeds[i], &got = back.cluster.seeds[i];
+      if (got.host != want.host || got.port != want.port) std::abort();
+    }
+  }
   return 0;
 }

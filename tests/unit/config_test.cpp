@@ -2,10 +2,13 @@
 // Unit tests of config::from_url and config::redacted_url.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "redlease/client.hpp"
 #include "redlease/config.hpp"
@@ -365,7 +368,10 @@ TEST(ConfigUrl, AnInvalidUrlSaysWhatIsWrong) {
       {"redis://u:p@", "invalid Redis URL \"redis://***@\": missing host"},
       {"redis://h:0", "invalid Redis URL \"redis://h:0\": the port '0' is not a number from 1 to 65535"},
       {"redis://h/x", "invalid Redis URL \"redis://h/x\": the database 'x' is not a number from 0"},
-      {"redis://h?ssl=true", "invalid Redis URL \"redis://h?ssl=true\": unknown query parameter 'ssl' (only db=N)"},
+      {"redis://h?ssl=true", "invalid Redis URL \"redis://h?ssl=true\": unknown query parameter 'ssl' (only db=N, "
+                             "cluster=auto|yes|no and sharded_pubsub=auto|yes|no)"},
+      {"unix:///r.sock?cluster=no", "invalid Redis URL \"unix:///r.sock?cluster=no\": unknown query parameter "
+                                    "'cluster' (only db=N)"},
       {"redis-sentinel://s1,s2", "invalid Redis URL \"redis-sentinel://s1,s2\": missing ?master=NAME (the "
                                  "master's name the Sentinels know)"},
       {"unix://r.sock", "invalid Redis URL \"unix://r.sock\": the socket path must be absolute "
@@ -530,6 +536,163 @@ TEST(config_url, sentinel_urls_without_master_or_with_empty_hosts_are_rejected) 
   expect_rejected("redis-sentinel://a,,b?master=m", errc::invalid_url);
   expect_rejected("redis-sentinel://a:0?master=m", errc::invalid_url);
   expect_rejected("redis://a?master=m", errc::invalid_url);  // master= means nothing without Sentinels
+}
+
+// Expects both forms of from_url to reject `url`, saying each of `words`.
+void expect_rejected_saying(std::string_view url, std::initializer_list<std::string_view> words) {
+  expect_rejected(url, errc::invalid_url);
+  std::error_code ec;
+  (void)config::from_url(url, ec);
+  const std::string why = last_error_text();
+  for (auto word : words) EXPECT_NE(why.find(word), std::string::npos) << url << ": " << why;
+}
+
+using host_list = std::vector<std::pair<std::string, int>>;
+
+// The hosts `c` names: host/port first, then the cluster seeds.
+host_list hosts_of(const config& c) {
+  host_list out{{c.host, c.port}};
+  for (const auto& seed : c.cluster.seeds) out.emplace_back(seed.host, seed.port);
+  return out;
+}
+
+TEST(config_url, several_hosts_are_the_first_host_and_the_cluster_seeds) {
+  auto c = parse_ok("redis://u:pw@h1:7000,h2:7001,h3");
+  // h3 has Redis's default port, not host_port's (Sentinel's).
+  EXPECT_EQ(hosts_of(c), (host_list{{"h1", 7000}, {"h2", 7001}, {"h3", 6379}}));
+  EXPECT_EQ(c.username, "u");
+  EXPECT_EQ(c.password, "pw");
+  EXPECT_EQ(c.cluster.mode, cluster_mode::automatic);
+  EXPECT_EQ(c.cluster.sharded_pubsub, sharded_pubsub_mode::automatic);
+
+  EXPECT_EQ(hosts_of(parse_ok("redis://h1,h2:7001")), (host_list{{"h1", 6379}, {"h2", 7001}}));
+
+  c = parse_ok("rediss://[::1]:7000,[fe80::1:2]:7001,[::1]");
+  EXPECT_TRUE(c.tls.enabled);
+  EXPECT_EQ(hosts_of(c), (host_list{{"::1", 7000}, {"fe80::1:2", 7001}, {"::1", 6379}}));
+
+  // Database 0 is a cluster's only one, stated or not.
+  EXPECT_EQ(parse_ok("redis://h1,h2/0").database, 0);
+  EXPECT_EQ(parse_ok("redis://h1,h2/?db=0").cluster.seeds.size(), 1u);
+  // One host: no seeds, any database.
+  c = parse_ok("redis://h1:7000/3");
+  EXPECT_TRUE(c.cluster.seeds.empty());
+  EXPECT_EQ(c.database, 3);
+}
+
+TEST(config_url, cluster_and_sharded_pubsub_query_parameters) {
+  EXPECT_EQ(parse_ok("redis://h?cluster=no").cluster.mode, cluster_mode::off);
+  EXPECT_EQ(parse_ok("redis://h?cluster=yes").cluster.mode, cluster_mode::automatic);
+  EXPECT_EQ(parse_ok("redis://h?cluster=auto").cluster.mode, cluster_mode::automatic);
+  EXPECT_EQ(parse_ok("redis://h?sharded_pubsub=yes").cluster.sharded_pubsub, sharded_pubsub_mode::on);
+  EXPECT_EQ(parse_ok("redis://h?sharded_pubsub=no").cluster.sharded_pubsub, sharded_pubsub_mode::off);
+  EXPECT_EQ(parse_ok("redis://h?sharded_pubsub=auto").cluster.sharded_pubsub, sharded_pubsub_mode::automatic);
+
+  auto c = parse_ok("rediss://h:7000/?cluster=no&sharded_pubsub=no&db=3");
+  EXPECT_EQ(c.cluster.mode, cluster_mode::off);
+  EXPECT_EQ(c.cluster.sharded_pubsub, sharded_pubsub_mode::off);
+  EXPECT_EQ(c.database, 3);
+  c = parse_ok("redis://h1,h2:7001?sharded_pubsub=yes&cluster=yes");
+  EXPECT_EQ(c.cluster.mode, cluster_mode::automatic);
+  EXPECT_EQ(c.cluster.sharded_pubsub, sharded_pubsub_mode::on);
+  EXPECT_EQ(c.cluster.seeds.size(), 1u);
+}
+
+TEST(config_url, bad_host_lists_and_cluster_parameters_say_what_is_wrong) {
+  expect_rejected_saying("redis://h1,,h2", {"empty host", "list"});
+  expect_rejected_saying("redis://h1,h2,", {"empty host", "list"});
+  expect_rejected_saying("redis://,h1", {"empty host", "list"});
+  expect_rejected_saying("redis://h1,/0", {"empty host"});
+  expect_rejected_saying("redis://h1,h2:0", {"the port '0'"});
+  expect_rejected_saying("redis://h1,[::1", {"']'"});
+  expect_rejected_saying("redis://h1,h2/1", {"database 1", "only database 0"});
+  expect_rejected_saying("redis://h1,h2?db=2", {"database 2", "only database 0"});
+  expect_rejected_saying("redis://h1,h2?cluster=no", {"cluster=no takes one host"});
+  expect_rejected_saying("redis://h1,h2/0?cluster=no", {"cluster=no takes one host"});
+  expect_rejected_saying("redis://h?cluster=maybe", {"cluster='maybe'", "auto, yes or no"});
+  expect_rejected_saying("redis://h?cluster=", {"cluster=''", "auto, yes or no"});
+  expect_rejected_saying("redis://h?sharded_pubsub=on", {"sharded_pubsub='on'", "auto, yes or no"});
+  expect_rejected_saying("redis://h?cluster=NO", {"cluster='NO'"});
+  expect_rejected_saying("redis://h?clusters=no", {"unknown query parameter 'clusters'", "cluster=auto|yes|no"});
+  // The cluster parameters belong to redis:// and rediss:// only.
+  expect_rejected_saying("redis-sentinel://s1?master=m&cluster=no", {"unknown query parameter 'cluster'"});
+  expect_rejected_saying("unix:///tmp/r.sock?sharded_pubsub=yes", {"unknown query parameter 'sharded_pubsub'"});
+  // The password of a rejected host list is not quoted.
+  try {
+    (void)config::from_url("redis://u:hunter2@h1,,h2");
+    ADD_FAILURE() << "from_url did not throw";
+  } catch (const redlease::error& e) {
+    EXPECT_EQ(std::string(e.what()).find("hunter2"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigRedactedUrl, SeedsAndClusterParametersRoundTrip) {
+  EXPECT_EQ(config::from_url("redis://u:pw@h1,[::1]:7001,h3:7002").redacted_url(),
+            "redis://u:***@h1:6379,[::1]:7001,h3:7002");
+  EXPECT_EQ(config::from_url("redis://h?cluster=no&sharded_pubsub=yes").redacted_url(),
+            "redis://h:6379?cluster=no&sharded_pubsub=yes");
+  EXPECT_EQ(config::from_url("redis://h/2?cluster=no").redacted_url(), "redis://h:6379/2?cluster=no");
+  EXPECT_EQ(config::from_url("rediss://h1,h2?sharded_pubsub=no").redacted_url(),
+            "rediss://h1:6379,h2:6379?sharded_pubsub=no");
+  EXPECT_EQ(config::from_url("redis://h?cluster=yes&sharded_pubsub=auto").redacted_url(), "redis://h:6379");
+
+  const char* urls[] = {
+      "redis://h1:7000,h2:7001,[::1]:7002",
+      "rediss://:topsecret@[fe80::1]:7000,h2?sharded_pubsub=yes",
+      "redis://alice:topsecret@h:9/3?cluster=no&sharded_pubsub=no",
+      "redis://h1,h2/0?sharded_pubsub=no&cluster=auto",
+      "redis://h",
+  };
+  for (const char* url : urls) {
+    SCOPED_TRACE(url);
+    const config c = parse_ok(url);
+    const std::string r = c.redacted_url();
+    EXPECT_EQ(r.find("topsecret"), std::string::npos) << r;
+    const config back = parse_ok(r);
+    EXPECT_EQ(back.database, c.database);
+    EXPECT_EQ(back.tls.enabled, c.tls.enabled);
+    EXPECT_EQ(back.cluster.mode, c.cluster.mode);
+    EXPECT_EQ(back.cluster.sharded_pubsub, c.cluster.sharded_pubsub);
+    EXPECT_EQ(hosts_of(back), hosts_of(c));
+  }
+
+  // Set by hand: the seeds' password-free form too, and no cluster parameters for Sentinels.
+  config c;
+  c.password = "hunter2";
+  c.cluster.seeds.push_back(host_port{std::string("s1"), 7001});
+  c.cluster.sharded_pubsub = sharded_pubsub_mode::on;
+  EXPECT_EQ(c.redacted_url(), "redis://:***@127.0.0.1:6379,s1:7001?sharded_pubsub=yes");
+  c.sentinel.nodes.push_back(host_port{std::string("s"), 26379});
+  c.sentinel.master_name = std::string("m");
+  EXPECT_EQ(c.redacted_url(), "redis-sentinel://:***@s:26379?master=m");
+}
+
+TEST(ConfigSettings, ClusterTimingsAndSeedsAreChecked) {
+  using namespace std::chrono_literals;
+  config c;
+  c.cluster.refresh_interval = 0ms;
+  EXPECT_EQ(c.invalid_setting(), "cluster.refresh_interval must be at least 1 ms (it is 0 ms)");
+  c.cluster.refresh_interval = std::chrono::milliseconds::max();
+  EXPECT_NE(c.invalid_setting().find("cluster.refresh_interval must be at most"), std::string::npos);
+  c.cluster.refresh_interval = 1ms;
+  EXPECT_EQ(c.invalid_setting(), "");
+  c.cluster.probe_timeout = -1ms;
+  EXPECT_EQ(c.invalid_setting(), "cluster.probe_timeout must be at least 1 ms (it is -1 ms)");
+  c.cluster.probe_timeout = std::chrono::milliseconds(1LL << 40);
+  EXPECT_EQ(c.invalid_setting(), "");
+  c.cluster.probe_timeout += 1ms;
+  EXPECT_NE(c.invalid_setting().find("cluster.probe_timeout must be at most"), std::string::npos);
+
+  c = config{};
+  c.cluster.seeds.push_back(host_port{std::string("h2"), 7001});
+  c.cluster.seeds.push_back(host_port{std::string("h3"), 0});
+  EXPECT_EQ(c.invalid_setting(), "cluster.seeds[1]: the port must be from 1 to 65535 (it is 0)");
+  c.cluster.seeds[1].port = 7002;
+  EXPECT_EQ(c.invalid_setting(), "");
+  c.cluster.seeds[0].host.clear();
+  EXPECT_EQ(c.invalid_setting(), "cluster.seeds[0]: the host must not be empty");
+  // From a URL, always valid.
+  EXPECT_EQ(config::from_url("redis://h1,h2,[::1]:7000").invalid_setting(), "");
 }
 
 }  // namespace
