@@ -13,7 +13,7 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   arg_list a;
   a.buf.reserve(w->name.size() + w->id.size() + 96);
   proto.encode_acquire(a, acquire_request{w->name, scratch_field(w->owner), w->id, lease, w->fenced, w->allowance,
-                                          w->queue, w->amount});
+                                          w->queue, w->amount, c_.topo().publish_command()});
   auto sent = clock::now();
   card_.touch(sent);  // ahead of the attempt, on its connection: a grant is never seen without it
   // The waiter outlives its attempt (it is not retried before this reply): what an undo needs is
@@ -117,7 +117,8 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
     round->parts = 2;
     send_behind(name, undo, std::move(a), done);
     arg_list b;
-    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, allowance, true});
+    proto.encode_give_up(b, acquire_request{name, scratch_field(owner), id, ms(0), false, allowance, true, 1,
+                                            c_.topo().publish_command()});
     return send_behind(name, *g, std::move(b), std::move(done));
   }
   round->parts = 1;

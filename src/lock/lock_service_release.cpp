@@ -91,6 +91,7 @@ void lock_service::release_hold(std::shared_ptr<hold> h, std::string name, const
   q.expected = expected;
   q.retry = attempt_no > 0;
   q.latch_ttl = latch_ttl();
+  q.publish = c_.topo().publish_command();
   arg_list a;
   proto.encode_release(a, q);
   // The request's key must not view `name`, which the handler below takes: the hold's name (the
@@ -216,7 +217,7 @@ void lock_service::force_unlock(std::string name, lock_kind kind, bool_handler d
   if (name.empty()) return done(errc::invalid_argument, false);
   const auto& proto = protocol_of(kind);
   arg_list a;
-  proto.encode_force_unlock(a, name);
+  proto.encode_force_unlock(a, name, c_.topo().publish_command());
   c_.exec_script(name, proto.force_unlock_script(), std::move(a),
                  [this, name, done = std::move(done)](std::error_code ec, reply r) mutable {
                    if (ec) return done(ec, false);

@@ -189,7 +189,7 @@ void lock_service::leave_channel(waiter& w, channel_entry& e) {
     return arm_linger();
   }
   std::string ch = e.channel;
-  topology::unsubscribe(e.sub, ch, &e);
+  c_.topo().unsubscribe(e.sub, ch, &e);
   channels_.erase(ch);
 }
 
@@ -212,7 +212,7 @@ void lock_service::arm_linger() {
       auto& e = *it->second;
       if (e.lingers && e.waiters.empty()) {
         if (now - e.idle_since >= linger_for) {
-          topology::unsubscribe(e.sub, e.channel, &e);
+          c_.topo().unsubscribe(e.sub, e.channel, &e);
           it = channels_.erase(it);
           continue;
         }
@@ -334,7 +334,8 @@ void lock_service::give_up(const waiter& w) {
   const auto& proto = protocol_of(w.kind);
   if (!w.queue || proto.give_up_script() == nullptr) return;
   arg_list a;
-  proto.encode_give_up(a, acquire_request{w.name, scratch_field(w.owner), w.id, ms(0), false, w.allowance, true});
+  proto.encode_give_up(a, acquire_request{w.name, scratch_field(w.owner), w.id, ms(0), false, w.allowance, true, 1,
+                                          c_.topo().publish_command()});
   send_behind(w.name, *proto.give_up_script(), std::move(a), [](std::error_code, reply) {});
 }
 

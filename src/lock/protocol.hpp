@@ -30,6 +30,7 @@ struct acquire_request {
   ms allowance{0};         // the place kept in a queue after each call (fair lock); 0: never queued
   bool queue = false;      // the acquisition waits if it does not get the lock (fair lock: join the queue)
   long long amount = 1;    // how many units one acquisition takes (a semaphore's permits); 1 for a lock
+  std::string_view publish = "publish";  // the scripts' publish command (topology::publish_command)
 };
 
 /// What an acquisition attempt's reply says.
@@ -56,6 +57,7 @@ struct release_request {
   long long expected = 0;    // the hold count the client expects before this release
   bool retry = false;        // a retry of a release whose reply never came
   ms latch_ttl{0};
+  std::string_view publish = "publish";  // the scripts' publish command (topology::publish_command)
 };
 
 /// Whom a message on a kind's channel wakes among a client's waiters on that channel (in the order
@@ -159,7 +161,8 @@ class lock_protocol {
   /// arguments; the fair lock's also purges dead waiters and wakes its head on the head's own channel
   /// (Redisson's forceUnlock of each kind).
   virtual const lua_script& force_unlock_script() const;
-  virtual void encode_force_unlock(arg_list& a, std::string_view name) const;
+  /// `publish`: the script's publish command (topology::publish_command).
+  virtual void encode_force_unlock(arg_list& a, std::string_view name, std::string_view publish) const;
 
   virtual const lua_script& acquire_script(bool fenced) const = 0;
   virtual void encode_acquire(arg_list& a, const acquire_request& r) const = 0;

@@ -3,7 +3,8 @@
 -- ARGV[1] unlock channel (redisson_lock__channel:{name}), ARGV[2] unlock message ("0"),
 -- ARGV[3] lease in ms for the holds that remain, ARGV[4] owner field, ARGV[5] the hold count the
 -- client expects before this release, ARGV[6] "1" when this is a retry of a release whose reply
--- never came, ARGV[7] latch lifetime in ms
+-- never came, ARGV[7] latch lifetime in ms, ARGV[8] publish command ("publish" or "spublish"; absent:
+-- "publish")
 -- Returns nil: the owner holds nothing; 0: released one hold, others remain; 1: released and freed.
 --
 -- The channel is an argument, not a key: a user whose ACL allows only the lock's key prefix needs
@@ -23,6 +24,10 @@
 -- counts as the last hold: the lock is freed. Failing instead left the owner unable ever to
 -- release a lock that its watchdog kept alive. The check costs a string.format on re-entered
 -- releases only.
+local pub = ARGV[8] or 'publish'
+if pub ~= 'publish' and pub ~= 'spublish' then
+  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
+end
 local latched = redis.call('get', KEYS[2])
 if latched then
   if latched == '-1' then return nil end
@@ -40,7 +45,7 @@ if count ~= false then
     result = 0
   else
     redis.call('del', KEYS[1])
-    redis.pcall('publish', ARGV[1], ARGV[2])
+    redis.pcall(pub, ARGV[1], ARGV[2])
     result = 1
   end
 end

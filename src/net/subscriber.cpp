@@ -7,11 +7,14 @@
 
 namespace redlease::detail {
 
-subscriber::subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix)
+subscriber::subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix, bool sharded)
     : conn_(std::make_shared<connection>(ex, cfg, std::move(name_suffix))),
       health_(ex),
       interval_(cfg.health_check_interval),
-      timeout_(cfg.request_timeout) {
+      timeout_(cfg.request_timeout),
+      sharded_(sharded),
+      sub_verb_(sharded ? "SSUBSCRIBE" : "SUBSCRIBE"),
+      unsub_verb_(sharded ? "SUNSUBSCRIBE" : "UNSUBSCRIBE") {
   conn_->set_callbacks({[this] { on_up(); }, [this] { on_down(); }, [this](reply& r) { on_push(r); }, {}});
 }
 
@@ -42,17 +45,29 @@ void subscriber::arm_health_check() {
   });
 }
 
+std::vector<std::string> subscriber::channels() const {
+  std::vector<std::string> out;
+  out.reserve(channels_.size());
+  for (auto& [name, st] : channels_) out.push_back(name);
+  return out;
+}
+
 void subscriber::send(std::string_view verb, const std::vector<std::string_view>& channels) {
   if (!conn_->is_up() || channels.empty()) return;
+  // The channels of one sharded command must share a slot: one command each.
+  if (sharded_ && channels.size() > 1) {
+    for (auto c : channels) send(verb, {c});
+    return;
+  }
   std::string payload;
   encode_header(payload, channels.size() + 1);
   encode_arg(payload, verb);
   for (auto c : channels) encode_arg(payload, c);
   conn_->send_untracked(std::move(payload));
-  owed o{verb == "SUBSCRIBE" ? owed::subscribe : owed::unsubscribe, {}, channels.size()};
+  owed o{verb == sub_verb_ ? owed::subscribe : owed::unsubscribe, {}, channels.size()};
   for (auto c : channels) o.channels.emplace_back(c);
   owed_.push_back(std::move(o));
-  if (verb == "SUBSCRIBE")
+  if (verb == sub_verb_)
     for (auto c : channels) ++pending_[std::string(c)];
 }
 
@@ -61,7 +76,7 @@ void subscriber::add(const std::string& channel, listener* l) {
   it->second.listeners.push_back(l);
   if (fresh) {
     conn_->start();
-    send("SUBSCRIBE", {channel});
+    send(sub_verb_, {channel});
   } else if (it->second.confirmed) {
     l->on_subscribed();
   }
@@ -74,7 +89,7 @@ void subscriber::remove(const std::string& channel, listener* l) {
   ls.erase(std::remove(ls.begin(), ls.end(), l), ls.end());
   if (!ls.empty()) return;
   channels_.erase(it);
-  send("UNSUBSCRIBE", {channel});
+  send(unsub_verb_, {channel});
 }
 
 bool subscriber::confirmed(const std::string& channel) const {
@@ -94,7 +109,7 @@ void subscriber::on_up() {
   for (std::size_t i = 0; i < all.size(); i += 1000) {
     std::vector<std::string_view> part(all.begin() + static_cast<std::ptrdiff_t>(i),
                                        all.begin() + static_cast<std::ptrdiff_t>(std::min(all.size(), i + 1000)));
-    send("SUBSCRIBE", part);
+    send(sub_verb_, part);
   }
 }
 
@@ -104,6 +119,19 @@ void subscriber::on_down() {
   ping_outstanding_ = false;
   health_.cancel();
   for (auto& [name, st] : channels_) st.confirmed = false;
+  if (down_) down_();
+}
+
+bool subscriber::owes_unsubscribe(const std::string& channel) const {
+  if (owed_.empty() || owed_.front().verb != owed::unsubscribe) return false;
+  const auto& cs = owed_.front().channels;
+  return std::find(cs.begin(), cs.end(), channel) != cs.end();
+}
+
+bool subscriber::is_cluster_redirect(std::string_view text) {
+  for (std::string_view w : {"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN"})
+    if (text.substr(0, w.size()) == w) return true;
+  return false;
 }
 
 void subscriber::answered() {
@@ -123,6 +151,15 @@ void subscriber::on_push(reply& r) {
       return;
     }
     if (o.verb != owed::subscribe) return;
+    // A cluster redirect is no refusal: the channel's slot is served elsewhere.
+    if (sharded_ && moved_ && is_cluster_redirect(r.str)) {
+      for (auto& ch : o.channels) {
+        auto p = pending_.find(ch);
+        if (p != pending_.end() && --p->second <= 0) pending_.erase(p);
+        if (channels_.count(ch) != 0) moved_(ch, r.str);
+      }
+      return;
+    }
     auto ec = error_from_reply_text(r.str);
     for (auto& ch : o.channels) {
       auto p = pending_.find(ch);
@@ -149,7 +186,7 @@ void subscriber::on_push(reply& r) {
   }
   if (!r.is_array() || r.elements.size() < 2) return;
   auto& kind = r.elements[0].str;
-  if (kind == "message" && r.elements.size() >= 3) {
+  if ((kind == "message" || kind == "smessage") && r.elements.size() >= 3) {
     auto it = channels_.find(r.elements[1].str);
     if (it == channels_.end()) return;
     // Listeners may remove themselves (or others) while being called: iterate over a copy and skip
@@ -161,9 +198,15 @@ void subscriber::on_push(reply& r) {
       auto& ls = cur->second.listeners;
       if (std::find(ls.begin(), ls.end(), l) != ls.end()) l->on_message(r.elements[1].str, r.elements[2].str);
     }
-  } else if (kind == "unsubscribe") {
+  } else if (kind == "sunsubscribe" && sharded_ && !owes_unsubscribe(r.elements[1].str)) {
+    // Unasked: the server dropped the subscription (the slot moved away from this node).
+    auto it = channels_.find(r.elements[1].str);
+    if (it == channels_.end()) return;
+    it->second.confirmed = false;
+    if (moved_) moved_(r.elements[1].str, "the server ended the sharded subscription (its slot moved)");
+  } else if (kind == "unsubscribe" || kind == "sunsubscribe") {
     answered();
-  } else if (kind == "subscribe") {
+  } else if (kind == "subscribe" || kind == "ssubscribe") {
     answered();
     auto& ch = r.elements[1].str;
     auto p = pending_.find(ch);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,7 +27,17 @@ class subscriber {
   /// removes itself, and no message will come.
   using listener = channel_listener;
 
-  subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix = ":sub");
+  /// `sharded`: SSUBSCRIBE/SUNSUBSCRIBE and `smessage` (Redis 7 sharded pub/sub, one command per
+  /// channel: a command's channels must share a slot) instead of SUBSCRIBE.
+  subscriber(asio::any_io_executor ex, const config& cfg, std::string name_suffix = ":sub", bool sharded = false);
+  /// Sharded only: told (on the executor) when the server ends a subscription by itself (its slot
+  /// moved: an unsolicited `sunsubscribe`) or refuses one with a cluster redirect (`MOVED`, ...):
+  /// the channel's listeners stay added here, unconfirmed, until the owner moves them.
+  void on_moved(std::function<void(const std::string& channel, const std::string& why)> f) { moved_ = std::move(f); }
+  /// Told (on the executor) when the connection drops.
+  void on_down_hook(std::function<void()> f) { down_ = std::move(f); }
+  /// The channels with listeners here.
+  std::vector<std::string> channels() const;
   void start() { conn_->start(); }
   /// Adds a listener; the first one of a channel sends SUBSCRIBE. The listener must be removed
   /// before it is destroyed.
@@ -51,6 +62,9 @@ class subscriber {
   void on_down();
   void on_push(reply& r);
   void answered();  // one answer of the oldest command owed
+  // Whether the oldest command owed is an unsubscribe of `channel` (its answer, not the server's own).
+  bool owes_unsubscribe(const std::string& channel) const;
+  static bool is_cluster_redirect(std::string_view text);
   void send(std::string_view verb, const std::vector<std::string_view>& channels);
   void arm_health_check();
 
@@ -73,6 +87,11 @@ class subscriber {
   std::chrono::milliseconds timeout_;
   bool ping_outstanding_ = false;
   bool closed_ = false;
+  const bool sharded_;
+  const std::string_view sub_verb_;
+  const std::string_view unsub_verb_;
+  std::function<void(const std::string&, const std::string&)> moved_;
+  std::function<void()> down_;
 };
 
 }  // namespace redlease::detail

@@ -48,7 +48,13 @@ bool not_a_cluster(const reply& r) {
 class cluster_topology final : public topology {
  public:
   cluster_topology(asio::any_io_executor ex, const config& cfg, io_guard* guard)
-      : ex_(ex), cfg_(cfg), guard_(guard), sub_(ex, cfg_), refresh_timer_(ex), deadline_timer_(ex) {
+      : ex_(ex),
+        cfg_(cfg),
+        guard_(guard),
+        sub_(ex, cfg_),
+        probe_timer_(ex),
+        refresh_timer_(ex),
+        deadline_timer_(ex) {
     gate_ = refresh_gate({std::chrono::milliseconds(200), cfg_.cluster.refresh_interval});
     seeds_.push_back({cfg_.host, cfg_.port});
     for (auto& s : cfg_.cluster.seeds) seeds_.push_back({s.host, s.port});
@@ -72,7 +78,10 @@ class cluster_topology final : public topology {
       if (c->timer) c->timer->cancel();
       finish(*c, errc::client_closed, reply{});
     }
+    probe_timer_.cancel();
     sub_.close();
+    for (auto& [a, s] : shard_subs_) s->close();
+    for (auto& [a, s] : keyspace_subs_) s->close();
     for (auto& e : entries_) e->n->close();
   }
 
@@ -90,9 +99,33 @@ class cluster_topology final : public topology {
     return mode_ == mode::single ? 0 : key_slot(key);
   }
   subscriber& sub_for(std::string_view) override { return sub_; }
+  std::string_view publish_command() const override { return sharded_ ? "spublish" : "publish"; }
+
+  // Every subscription of the lock layer is recorded with where it lives now: a sharded one moves
+  // with its slot (and every one moves when the mode is decided).
+  subscriber* subscribe(const std::string& channel, channel_listener* l) override {
+    subscriber* s = wanted_sub(channel);
+    auto& h = homes_[channel];
+    h.s = s;
+    h.listeners.push_back(l);
+    s->add(channel, l);
+    return s;
+  }
+  void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l) override {
+    auto it = homes_.find(channel);
+    if (it == homes_.end()) return topology::unsubscribe(s, channel, l);
+    auto& ls = it->second.listeners;
+    ls.erase(std::remove(ls.begin(), ls.end(), l), ls.end());
+    subscriber* at = it->second.s;
+    if (ls.empty()) homes_.erase(it);
+    at->remove(channel, l);
+  }
+
   void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
     for (auto& e : entries_) f(*e->n->conn_ptr(), false);
     f(sub_.conn(), true);
+    for (auto& [a, s] : shard_subs_) f(s->conn(), true);
+    for (auto& [a, s] : keyspace_subs_) f(s->conn(), true);
   }
   void for_each_node(const std::function<void(const node&)>& f) const override {
     for (auto& e : entries_) f(*e->n);
@@ -100,7 +133,7 @@ class cluster_topology final : public topology {
 
  protected:
   node& route(std::string_view key) override {
-    if (mode_ == mode::single) return *entries_.front()->n;
+    if (mode_ == mode::single) return *single_->n;
     return *route_slot(key_slot(key)).n;
   }
 
@@ -124,6 +157,98 @@ class cluster_topology final : public topology {
   };
   using call_ptr = std::shared_ptr<call>;
 
+  struct home {
+    subscriber* s = nullptr;
+    std::vector<channel_listener*> listeners;
+  };
+
+  // ---- pub/sub ----
+
+  subscriber* wanted_sub(const std::string& channel) {
+    if (mode_ != mode::cluster) return &sub_;
+    // Keyspace events are published on the node that holds the key only: listen there.
+    constexpr std::string_view keyspace = "__keyspace@";
+    if (channel.compare(0, keyspace.size(), keyspace) == 0) {
+      const auto colon = channel.find("__:");
+      if (colon != std::string::npos)
+        return &node_sub(route_slot(key_slot(std::string_view(channel).substr(colon + 3))).address, false);
+    }
+    if (!sharded_) return &sub_;
+    return &node_sub(route_slot(key_slot(channel)).address, true);
+  }
+
+  // The pub/sub connection to one master: sharded (SSUBSCRIBE), or classic for its keyspace events.
+  subscriber& node_sub(const node_address& a, bool sharded) {
+    auto& subs = sharded ? shard_subs_ : keyspace_subs_;
+    auto k = key_of(a);
+    if (auto it = subs.find(k); it != subs.end()) return *it->second;
+    auto s = std::make_unique<subscriber>(ex_, node_config(cfg_, a), sharded ? ":ssub" : ":ksub", sharded);
+    s->on_moved([this](const std::string& channel, const std::string& why) { channel_moved(channel, why); });
+    s->on_down_hook([this] { want_refresh(); });
+    return *subs.emplace(std::move(k), std::move(s)).first->second;
+  }
+
+  // A sharded subscription ended or was refused with a redirect: follow a MOVED at once (the
+  // listeners re-subscribe on the new owner, and their confirmation wakes the waiters to retry:
+  // unlock messages were lost meanwhile); otherwise the next table says where it went.
+  void channel_moved(const std::string& channel, const std::string& why) {
+    if (closed_) return;
+    if (auto r = parse_cluster_redirect(why, {}); r && r->type == cluster_redirect::kind::moved && !r->node.host.empty())
+      map_.patch(r->slot, r->node);
+    want_refresh();
+    rehome(channel, true);
+  }
+
+  // Moves `channel`'s listeners to the subscriber that should carry it. `retry`: subscribe again
+  // where it is when that is still the place (the table may not know better yet).
+  void rehome(const std::string& channel, bool retry) {
+    auto it = homes_.find(channel);
+    if (it == homes_.end()) return;
+    subscriber* want = wanted_sub(channel);
+    subscriber* was = it->second.s;
+    if (want == was && !(retry && !was->confirmed(channel))) return;
+    auto ls = it->second.listeners;
+    it->second.s = want;
+    for (auto* l : ls) was->remove(channel, l);
+    for (auto* l : ls) want->add(channel, l);
+  }
+
+  void rehome_all() {
+    std::vector<std::string> names;
+    names.reserve(homes_.size());
+    for (auto& [name, h] : homes_) names.push_back(name);
+    for (auto& n : names) rehome(n, false);
+  }
+
+  // AUTO, as Redisson decides: sharded when a node answers PUBSUB SHARDNUMSUB (Redis 7), within
+  // the probe timeout (a probe that hung on a managed cluster: Redisson's #6646).
+  void decide_sharded(entry& at) {
+    if (cfg_.cluster.sharded_pubsub == sharded_pubsub_mode::off) return;
+    if (cfg_.cluster.sharded_pubsub == sharded_pubsub_mode::on) {
+      sharded_ = true;
+      return rehome_all();
+    }
+    probe_timer_.expires_after(cfg_.cluster.probe_timeout);
+    probe_timer_.async_wait([this, alive = alive_](std::error_code ec) {
+      if (ec || !*alive || probed_) return;
+      probed_ = true;
+      report_background(cfg_, "cluster", errc::request_timeout,
+                        "PUBSUB SHARDNUMSUB did not answer within " + std::to_string(cfg_.cluster.probe_timeout.count()) +
+                            " ms: classic pub/sub (set cluster.sharded_pubsub to choose)");
+    });
+    std::string cmd;
+    encode_command(cmd, {"PUBSUB", "SHARDNUMSUB"});
+    at.n->conn().submit_here(request{std::move(cmd), [this, alive = alive_](std::error_code ec, reply r) {
+                                       if (!*alive || closed_ || probed_) return;
+                                       probed_ = true;
+                                       probe_timer_.cancel();
+                                       if (ec || r.is_error()) return;
+                                       sharded_ = true;
+                                       rehome_all();
+                                     },
+                                     true});
+  }
+
   entry& node_at(const node_address& a) {
     auto k = key_of(a);
     if (auto it = by_address_.find(k); it != by_address_.end()) return *it->second;
@@ -143,14 +268,17 @@ class cluster_topology final : public topology {
   entry& route_slot(std::uint16_t slot) {
     if (mode_ == mode::cluster)
       if (const auto* owner = map_.owner(slot)) return node_at(owner->address);
+    // Not known yet: a seed that is up (the first may be down).
+    for (auto& e : entries_)
+      if (e->n->conn().is_up()) return *e;
     return *entries_.front();
   }
 
   void on_node_up(entry& e) {
     e.n->on_up();
     if (events_.on_up) events_.on_up();
-    // The first answer decides whether this is a cluster at all.
-    if (mode_ == mode::unknown && &e == entries_.front().get()) want_refresh();
+    // The first node up decides whether this is a cluster at all (any seed: the first may be down).
+    if (mode_ == mode::unknown) want_refresh();
   }
 
   // ---- one request ----
@@ -178,7 +306,8 @@ class cluster_topology final : public topology {
   }
 
   static route_answer classify(const node_address& from, std::error_code ec, const reply& r) {
-    if (r.is_error()) return route_answer::from_reply(r, from);
+    // A failed request carries its error's words as an error reply too: the code decides.
+    if (r.is_error() && classify_cluster_error(r.str) != cluster_error::none) return route_answer::from_reply(r, from);
     route_answer a;
     a.from = from;
     if (!ec) return a;
@@ -195,8 +324,11 @@ class cluster_topology final : public topology {
     auto a = classify(from, ec, r);
     if (a.type == k::ok || a.type == k::other_error) return finish(*c, ec, std::move(r));
     const bool redirect = a.type == k::moved || a.type == k::ask;
-    // Until a cluster has shown itself, a failure is the standalone topology's: said at once.
-    if (mode_ != mode::cluster && !redirect && a.type != k::clusterdown) return finish(*c, ec, std::move(r));
+    // Until a cluster has shown itself, a failure is the standalone topology's: said at once; but
+    // a seed that cannot be reached leaves the others to try.
+    const bool other_seed = mode_ == mode::unknown && a.type == k::error_before_write && entries_.size() > 1;
+    if (mode_ != mode::cluster && !redirect && a.type != k::clusterdown && !other_seed)
+      return finish(*c, ec, std::move(r));
     if (redirect && mode_ == mode::unknown) want_refresh();
     // An undo must reach the node that served the attempt before it: never another.
     if (c->req.follows && redirect) return finish(*c, ec, std::move(r));
@@ -328,7 +460,9 @@ class cluster_topology final : public topology {
                 return settle(*round);
               }
               round->failures += " " + to_string(from) + ": " + (res.ec ? res.text : "no slot served");
-            } else if (mode_ == mode::unknown && not_a_cluster(r) && from == entries_.front()->address) {
+            } else if (mode_ == mode::unknown && not_a_cluster(r)) {
+              // One server: every request goes to it, through the standalone path.
+              single_ = &node_at(from);
               mode_ = mode::single;
               return settle(*round);
             } else {
@@ -350,6 +484,7 @@ class cluster_topology final : public topology {
   }
 
   void apply(cluster_map m, const node_address& from) {
+    entry& answered = node_at(from);
     const bool first = mode_ != mode::cluster;
     std::string what;
     if (!first) what = failovers(map_, m);
@@ -362,7 +497,9 @@ class cluster_topology final : public topology {
     // One command connection per master, open before the first request needs it.
     for (auto& r : map_.ranges()) node_at(map_.nodes()[r.master].address);
     for (auto& e : entries_) e->n->refresh_replicas();
-    (void)from;
+    // Subscriptions follow their slots (and, the first time, leave the classic connection).
+    if (first) decide_sharded(answered);
+    rehome_all();
     if (!what.empty()) {
       report_background(cfg_, "cluster", {}, what);
       if (events_.on_failover) events_.on_failover(what);
@@ -407,7 +544,13 @@ class cluster_topology final : public topology {
   std::vector<node_address> seeds_;
   std::vector<std::unique_ptr<entry>> entries_;  // seeds first; never shrinks (a node may return)
   std::unordered_map<std::string, entry*> by_address_;
-  subscriber sub_;
+  subscriber sub_;  // classic pub/sub (and the client's own subscriptions)
+  std::unordered_map<std::string, std::unique_ptr<subscriber>> shard_subs_;  // by node, sharded mode
+  std::unordered_map<std::string, std::unique_ptr<subscriber>> keyspace_subs_;  // by node, keyspace events
+  std::unordered_map<std::string, home> homes_;  // the lock layer's channels, and where each lives
+  asio::steady_timer probe_timer_;
+  bool probed_ = false;
+  bool sharded_ = false;
   cluster_map map_;
   refresh_gate gate_;
   asio::steady_timer refresh_timer_;
@@ -419,6 +562,7 @@ class cluster_topology final : public topology {
   std::list<call_ptr> waiting_;  // requests in a backoff
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
   mode mode_ = mode::unknown;
+  entry* single_ = nullptr;  // mode single: the server that said it is not a cluster
   bool started_ = false;
   bool closed_ = false;
 };

@@ -84,8 +84,13 @@ class topology {
   virtual subscriber& sub_for(std::string_view channel) = 0;
   /// Adds `l` to `channel` on the pub/sub connection that carries it, and returns that connection:
   /// `l` leaves the one it joined (unsubscribe), even if the channel has moved since.
-  subscriber* subscribe(const std::string& channel, channel_listener* l);
-  static void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l);
+  virtual subscriber* subscribe(const std::string& channel, channel_listener* l);
+  /// Takes `l` off `channel`: from `s`, the connection `subscribe` returned, or from wherever the
+  /// topology has moved the channel since (a cluster's sharded subscriptions follow their slot).
+  virtual void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l);
+  /// The command the lock scripts publish with: "publish", or "spublish" where waiters listen on
+  /// sharded channels (a Redis 7 cluster, as Redisson's shardedSubscriptionMode decides).
+  virtual std::string_view publish_command() const { return "publish"; }
   /// Calls `f` for every command connection and every pub/sub connection (statistics).
   virtual void for_each_connection(const std::function<void(const connection&, bool pubsub)>& f) const = 0;
   /// Calls `f` for every node (statistics).

@@ -6,13 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <chrono>
 #include <memory>
 #include <set>
 #include <string>
 #include <thread>
 
-#include "cluster_rig.hpp"
+#include "cluster_suite.hpp"
 #include "lock_test_support.hpp"
 #include "redis_fixture.hpp"
 #include "redlease/client.hpp"
@@ -24,27 +25,9 @@ namespace {
 
 using namespace std::chrono_literals;
 
-class cluster_lock_test : public ::testing::Test {
+class cluster_lock_test : public cluster_suite {
  protected:
-  static void SetUpTestSuite() {
-    if (!cluster_rig::available()) return;
-    try {
-      rig_ = std::make_unique<cluster_rig>();
-    } catch (const std::exception& e) {
-      start_error_ = e.what();
-    }
-  }
-  static void TearDownTestSuite() { rig_.reset(); }
-
-  void SetUp() override {
-    REDLEASE_REQUIRE(cluster_rig::available(), no_redis_server);
-    ASSERT_NE(rig_, nullptr) << start_error_;
-  }
-  void TearDown() override {
-    if (rig_ != nullptr) rig_->wait_ready(15s);
-  }
-
-  // A client pointed at the node on `port` only, with a short watchdog.
+  // A client given the node on `port` as its one seed, with a short watchdog.
   static config cfg_at(std::uint16_t port, std::chrono::milliseconds watchdog = 3000ms) {
     config c;
     c.host = "127.0.0.1";
@@ -63,6 +46,25 @@ class cluster_lock_test : public ::testing::Test {
     raw({first});
     return raw({"EXISTS", key}).integer == 1;
   }
+  static std::string channel_of(const std::string& name) { return "redisson_lock__channel:{" + name + "}"; }
+  static long long shard_subscribers(std::uint16_t port, const std::string& channel) {
+    auto r = rig_->client(port)({"PUBSUB", "SHARDNUMSUB", channel});
+    return r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+  static long long classic_subscribers(const std::string& channel) {
+    long long n = 0;
+    for (auto p : rig_->ports()) n += rig_->client(p)({"PUBSUB", "NUMSUB", channel}).elements.at(1).integer;
+    return n;
+  }
+  // A thread that takes `name` with `c` (however long that takes), sets `got`, and releases it.
+  static std::thread wait_then_release(client& c, const std::string& name, std::atomic<bool>& got) {
+    return std::thread([&c, name, &got] {
+      auto l = c.lock(name);
+      l.lock();
+      got = true;
+      l.unlock();
+    });
+  }
   // A name whose slot the master on `port` serves.
   static std::string name_on(std::uint16_t port, const std::string& stem) {
     for (int i = 0;; ++i) {
@@ -71,12 +73,8 @@ class cluster_lock_test : public ::testing::Test {
     }
   }
 
-  static std::unique_ptr<cluster_rig> rig_;
-  static std::string start_error_;
 };
 
-std::unique_ptr<cluster_rig> cluster_lock_test::rig_;
-std::string cluster_lock_test::start_error_;
 
 TEST_F(cluster_lock_test, one_node_url_routes_every_key_to_its_slots_master) {
   const auto masters = rig_->masters();
@@ -100,6 +98,18 @@ TEST_F(cluster_lock_test, one_node_url_routes_every_key_to_its_slots_master) {
     const auto name = "cluster:route:" + std::to_string(i);
     EXPECT_FALSE(held_on(rig_->master_of(name), name)) << name;
   }
+}
+
+TEST_F(cluster_lock_test, several_seeds_the_first_down) {
+  const auto masters = rig_->masters();
+  // Port 1: nothing listens there on a test machine; the second seed answers.
+  auto cfg = config::from_url("redis://127.0.0.1:1,127.0.0.1:" + std::to_string(masters[2]));
+  cfg.connect_timeout = 1000ms;
+  client c(cfg);
+  auto l = c.lock("cluster:seeds");
+  ASSERT_TRUE(l.try_lock());
+  EXPECT_TRUE(held_on(rig_->master_of("cluster:seeds"), "cluster:seeds"));
+  l.unlock();
 }
 
 TEST_F(cluster_lock_test, a_hold_is_renewed_through_moved_after_its_slot_moves) {
@@ -162,8 +172,14 @@ TEST_F(cluster_lock_test, a_hold_is_kept_through_a_failover_and_released_on_the_
   EXPECT_TRUE(eventually([&] { return rig_->client(replica)({"PTTL", name}).integer > 2000; }, 3000ms));
   EXPECT_EQ(lost.load(), 0);
   EXPECT_TRUE(l.valid());
+  // The promoted replica never ran our scripts by SHA1 (EVALSHA is not replicated as such); and a
+  // SCRIPT FLUSH there now: NOSCRIPT falls back to EVAL on the new master.
+  ASSERT_TRUE(rig_->client(replica)({"SCRIPT", "FLUSH"}).is_ok());
   l.unlock();
   EXPECT_FALSE(held_on(replica, name));
+  EXPECT_TRUE(l.try_lock());
+  EXPECT_TRUE(held_on(replica, name));
+  l.unlock();
   rig_->failover(masters[1]);  // back as it was
 }
 
@@ -181,19 +197,97 @@ TEST_F(cluster_lock_test, a_waiter_on_another_node_is_woken_by_the_unlock) {
     got = true;
     lb.unlock();
   });
-  // Classic pub/sub in a cluster: the waiter's subscription is on one of the nodes.
-  const std::string channel = "redisson_lock__channel:{" + name + "}";
-  ASSERT_TRUE(eventually([&] {
-    long long n = 0;
-    for (auto p : rig_->ports()) n += rig_->client(p)({"PUBSUB", "NUMSUB", channel}).elements.at(1).integer;
-    return n == 1;
-  }));
+  // Sharded pub/sub (Redis 7, AUTO): the waiter's subscription is on the channel's slot's master.
+  ASSERT_TRUE(eventually([&] { return shard_subscribers(masters[1], channel_of(name)) == 1; }));
   EXPECT_FALSE(got.load());
   const auto t0 = steady::now();
   la.unlock();
   waiter.join();
   EXPECT_TRUE(got.load());
   EXPECT_LT(ms_since(t0), 2000) << "woken by the message, not by the TTL";
+}
+
+TEST_F(cluster_lock_test, a_waiter_follows_its_channel_when_the_slot_moves) {
+  const auto masters = rig_->masters();
+  client a(cfg_at(masters[0], 30000ms));
+  client b(cfg_at(masters[0], 30000ms));
+  const auto name = name_on(masters[2], "cluster:follow");
+  const int slot = rig_->slot_of(name);
+  auto la = a.lock(name);
+  la.lock();
+  std::atomic<bool> got{false};
+  std::thread waiter = wait_then_release(b, name, got);
+  ASSERT_TRUE(eventually([&] { return shard_subscribers(masters[2], channel_of(name)) == 1; }));
+  // The slot moves: the server ends the sharded subscription, and the client subscribes on the new
+  // owner at once (not at a periodic scan).
+  const auto t0 = steady::now();
+  rig_->migrate_slot(slot, masters[2], masters[1]);
+  EXPECT_TRUE(eventually([&] { return shard_subscribers(masters[1], channel_of(name)) == 1; }, 3000ms));
+  std::printf("re-subscribed on the new owner %lld ms after the move began\n", ms_since(t0));
+  EXPECT_EQ(shard_subscribers(masters[2], channel_of(name)), 0);
+  EXPECT_FALSE(got.load());
+  const auto t1 = steady::now();
+  la.unlock();  // on the new owner, with SPUBLISH
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(t1), 2000) << "woken by the message, not by the TTL";
+  rig_->migrate_slot(slot, masters[1], masters[2]);
+}
+
+// A Redisson 3.22+ client on a Redis 7 cluster releases with SPUBLISH on the lock's channel, and
+// waits with SSUBSCRIBE: both directions, with raw commands in Redisson's layout.
+TEST_F(cluster_lock_test, interop_with_a_redisson_peer_in_sharded_mode) {
+  const auto masters = rig_->masters();
+  client c(cfg_at(masters[0], 30000ms));
+  const auto name = name_on(masters[1], "cluster:redisson");
+  auto owner = rig_->client(masters[1]);
+  ASSERT_EQ(owner({"HSET", name, "redisson-uuid:1", "1"}).integer, 1);
+  ASSERT_EQ(owner({"PEXPIRE", name, "30000"}).integer, 1);
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto l = c.lock(name);
+    l.lock();
+    got = true;
+    // Our release, heard by a Redisson waiter (SSUBSCRIBE on the slot's master).
+    auto peer = rig_->client(masters[1]);
+    peer.set_timeout(3000ms);
+    auto sub = peer({"SSUBSCRIBE", channel_of(name)});
+    EXPECT_TRUE(sub.is_array()) << sub.to_string();
+    l.unlock();
+    auto msg = peer.read_reply();
+    ASSERT_TRUE(msg.is_array()) << msg.to_string();
+    ASSERT_EQ(msg.elements.size(), 3u);
+    EXPECT_EQ(msg.elements[0].str, "smessage");
+    EXPECT_EQ(msg.elements[1].str, channel_of(name));
+    EXPECT_EQ(msg.elements[2].str, "0");
+  });
+  ASSERT_TRUE(eventually([&] { return shard_subscribers(masters[1], channel_of(name)) == 1; }));
+  // Redisson's unlock: delete, then SPUBLISH "0".
+  const auto t0 = steady::now();
+  ASSERT_EQ(owner({"DEL", name}).integer, 1);
+  owner({"SPUBLISH", channel_of(name), "0"});
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(t0), 2000) << "woken by SPUBLISH, not by the TTL";
+}
+
+TEST_F(cluster_lock_test, classic_pub_sub_when_configured) {
+  const auto masters = rig_->masters();
+  auto cfg = cfg_at(masters[0], 30000ms);
+  cfg.cluster.sharded_pubsub = sharded_pubsub_mode::off;
+  client a(cfg), b(cfg);
+  const auto name = name_on(masters[2], "cluster:classic");
+  auto la = a.lock(name);
+  la.lock();
+  std::atomic<bool> got{false};
+  std::thread waiter = wait_then_release(b, name, got);
+  ASSERT_TRUE(eventually([&] { return classic_subscribers(channel_of(name)) == 1; }));
+  EXPECT_EQ(shard_subscribers(masters[2], channel_of(name)), 0);
+  const auto t0 = steady::now();
+  la.unlock();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(t0), 2000);
 }
 
 }  // namespace

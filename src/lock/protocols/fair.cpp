@@ -53,7 +53,7 @@ class fair_protocol final : public owner_hash_protocol {
     a.add(tagged("redisson_lock_timeout", r.name));
     if (r.fenced) a.add(tagged("redisson_lock_token", r.name));
     a.add(r.lease.count()).add(r.field).add(allowance_of(r)).add(epoch_ms()).add(r.queue ? "1" : "0");
-    a.add(channel(r.name)).add("publish");
+    a.add(channel(r.name)).add(r.publish);
   }
   // nil (or a token): granted; otherwise the most ms to wait before calling again (-1: no expiry, a
   // message only), as {t} when another waiter is ahead in the queue.
@@ -66,18 +66,18 @@ class fair_protocol final : public owner_hash_protocol {
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(4LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
     a.add(latch_key(r.name, r.request));
-    a.add(channel(r.name)).add("publish").add(r.remaining_lease.count()).add(r.field).add(r.expected);
+    a.add(channel(r.name)).add(r.publish).add(r.remaining_lease.count()).add(r.field).add(r.expected);
     a.add(r.retry ? "1" : "0").add(r.latch_ttl.count()).add(epoch_ms());
   }
   const lua_script& force_unlock_script() const override { return lua::fair_force_unlock; }
-  void encode_force_unlock(arg_list& a, std::string_view name) const override {
+  void encode_force_unlock(arg_list& a, std::string_view name, std::string_view publish) const override {
     a.add(3LL).add(name).add(tagged("redisson_lock_queue", name)).add(tagged("redisson_lock_timeout", name));
-    a.add(channel(name)).add("0").add(epoch_ms());
+    a.add(channel(name)).add("0").add(epoch_ms()).add(publish);
   }
   const lua_script* give_up_script() const override { return &lua::fair_cancel; }
   void encode_give_up(arg_list& a, const acquire_request& r) const override {
     a.add(3LL).add(r.name).add(tagged("redisson_lock_queue", r.name)).add(tagged("redisson_lock_timeout", r.name));
-    a.add(r.field).add(give_up_allowance_of(r)).add(channel(r.name)).add("publish").add(epoch_ms());
+    a.add(r.field).add(give_up_allowance_of(r)).add(channel(r.name)).add(r.publish).add(epoch_ms());
   }
 
 };

@@ -35,7 +35,7 @@ class mutex_protocol final : public lock_protocol {
   }
   std::string_view key_type() const override { return "string"; }
   void encode_release(arg_list& a, const release_request& r) const override {
-    a.add(1LL).add(r.name).add(channel(r.name)).add(r.id);
+    a.add(1LL).add(r.name).add(channel(r.name)).add(r.id).add(r.publish);
   }
   // The token is the hold's alone: a release that finds it gone after an earlier attempt whose reply
   // never came knows that attempt ran (the engine reads not_held on a retry that way).

@@ -17,7 +17,7 @@ class read_protocol final : public rw_protocol {
   }
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request));
-    a.add(channel(r.name)).add("publish").add(r.field).add(r.expected).add(r.retry ? "1" : "0").add(r.latch_ttl.count());
+    a.add(channel(r.name)).add(r.publish).add(r.field).add(r.expected).add(r.retry ? "1" : "0").add(r.latch_ttl.count());
   }
   char renew_letter() const override { return 'r'; }
 };

@@ -12,8 +12,8 @@ class rw_protocol : public owner_hash_protocol {
  public:
   std::string channel(std::string_view name) const override { return tagged("redisson_rwlock", name); }
   // "1" wakes every waiter, readers and writers (Redisson's write forceUnlock): the lock is free.
-  void encode_force_unlock(arg_list& a, std::string_view name) const override {
-    a.add(1LL).add(name).add(channel(name)).add("1");
+  void encode_force_unlock(arg_list& a, std::string_view name, std::string_view publish) const override {
+    a.add(1LL).add(name).add(channel(name)).add("1").add(publish);
   }
   // Redisson's downgrade (a write unlock that leaves reads) publishes nothing, nor does its
   // delete(), and a "0" wakes one local waiter of several: a waiter re-checks every poll cap rather

@@ -33,7 +33,7 @@ class reentrant_protocol final : public owner_hash_protocol {
   void encode_release(arg_list& a, const release_request& r) const override {
     a.add(2LL).add(r.name).add(latch_key(r.name, r.request)).add(channel(r.name));
     a.add("0").add(r.remaining_lease.count()).add(r.field).add(r.expected).add(r.retry ? "1" : "0");
-    a.add(r.latch_ttl.count());
+    a.add(r.latch_ttl.count()).add(r.publish);
   }
 };
 

@@ -68,8 +68,8 @@ const renewal_codec& rw_renew_lua_codec() {
 
 const lua_script& lock_protocol::force_unlock_script() const { return lua::force_unlock; }
 
-void lock_protocol::encode_force_unlock(arg_list& a, std::string_view name) const {
-  a.add(1LL).add(name).add(channel(name)).add("0");
+void lock_protocol::encode_force_unlock(arg_list& a, std::string_view name, std::string_view publish) const {
+  a.add(1LL).add(name).add(channel(name)).add("0").add(publish);
 }
 
 void lock_protocol::encode_is_locked(std::string& out, std::string_view name) const {
