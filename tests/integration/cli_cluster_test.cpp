@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -141,6 +142,41 @@ TEST_F(cli_cluster_test, status_counts_waiters_subscribed_on_another_node) {
   EXPECT_EQ(json.status, 0) << json.err;
   EXPECT_NE(json.out.find("\"waiters\":1"), std::string::npos) << json.out;
   l.unlock();
+}
+
+// A read-write lock's waiting writer is on its client's card, a key of its own slot: status scans
+// every master for it, not the one a keyless SCAN would reach.
+TEST_F(cli_cluster_test, status_finds_a_waiting_writer_whose_card_is_on_another_master) {
+  const auto masters = rig_->masters();
+  const std::string name = name_on(masters[0], "cli:rw");
+  client reader{cfg_at(url_away_from(name))};
+  auto r = reader.read_lock(name);
+  ASSERT_TRUE(r.try_lock());
+  // A writer whose card lives neither with the lock nor where `SCAN 0` would be routed.
+  std::unique_ptr<client> wc;
+  for (int i = 0; i < 20 && wc == nullptr; ++i) {
+    auto candidate = std::make_unique<client>(cfg_at(url_away_from(name)));
+    auto home = rig_->master_of(client_card_key(candidate->id()));
+    if (home != masters[0] && home != rig_->master_of("0")) wc = std::move(candidate);
+  }
+  ASSERT_NE(wc, nullptr);
+  auto w = wc->write_lock(name);
+  auto writer = std::async(std::launch::async, [&] {
+    bool got = w.try_lock(20000ms);
+    if (got) w.unlock();
+    return got;
+  });
+  const auto card = client_card_key(wc->id());
+  for (int i = 0; i < 200 && rig_->client(rig_->master_of(card))({"HEXISTS", card, client_card_wait_field(name)})
+                                     .integer == 0;
+       ++i)
+    std::this_thread::sleep_for(20ms);
+  auto json = run_cli({"status", name, "--json", "--redis", url_away_from(name)});
+  EXPECT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"waiting_writers\":[{\"client_id\":\"" + wc->id() + "\""), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"waiting_writers_complete\":true"), std::string::npos) << json.out;
+  r.unlock();
+  EXPECT_TRUE(writer.get());
 }
 
 TEST_F(cli_cluster_test, unlock_force_deletes_the_lock_on_its_master) {
