@@ -228,14 +228,70 @@ void check_topology(context& cx, report& r) {
               (f.count("state") ? f["state"] : "?") + (f.count("lag") ? " lag " + f["lag"] + " s" : "");
     if (i + 1 == replicas || i == 7) detail += ")";
   }
-  if (auto mode = cx.info->get("redis_mode"); mode && *mode == "cluster")
-    detail += "; cluster mode: redlease talks to one node and does not follow MOVED redirections";
-  if (auto mode = cx.info->get("redis_mode"); mode && *mode == "cluster")
-    r.warn("topology", detail, "use a standalone server (or a dedicated shard's master) for locks");
-  else
+  bool cluster_mode = cx.info->get("redis_mode").value_or("") == "cluster";
+  if (cluster_mode && cx.cluster) {
+    r.ok("topology", detail + ", a cluster node");
+  } else if (cluster_mode) {
+    // Reached without slot routing: ?cluster=no, or CLUSTER SLOTS refused to this user.
+    r.warn("topology",
+           detail + "; a cluster node, but this client talks to it alone (?cluster=no in the URL, or CLUSTER SLOTS "
+                    "refused): a lock whose slot another master serves gets MOVED",
+           "drop ?cluster=no from the URL (and grant +cluster|slots), so that each lock goes to its slot's master");
+  } else {
     r.ok("topology", detail);
+  }
 }
 
+// Every check of one server, after its connectivity.
+void server_checks(client& c, context& cx, report& r) {
+  if (!cx.ping_refused) check_latency(c, r);
+  read_info(c, cx);
+  check_version(cx, r);
+  check_topology(cx, r);
+  check_permissions(c, cx, r);
+  check_eviction(c, cx, r);
+  check_memory(c, cx, r);
+  check_persistence(c, cx, r);
+  check_commands(c, r);
+  check_clock(c, r);
+}
+
+// A cluster: what CLUSTER SLOTS (through the node given) shows, every master's own checks (each line
+// naming it), then the cluster's settings. ACLs, memory and settings are per node, so each master is
+// connected to alone; the live probe's locks still go to their slot's master through `keyed`.
+void check_cluster_masters(client& keyed, const context& cx, const cluster_layout& layout, report& r) {
+  long long replicas = 0;
+  for (const auto& m : layout.masters) replicas += static_cast<long long>(m.replicas.size());
+  std::string detail = std::to_string(layout.masters.size()) + " masters, " + std::to_string(replicas) +
+                       " replicas, " + std::to_string(layout.covered()) +
+                       " of 16384 slots served (CLUSTER SLOTS, through " + cx.cfg.host + ":" +
+                       std::to_string(cx.cfg.port) + ")";
+  if (layout.covered() < 16384)
+    r.fail("cluster", detail, "locks whose names hash to an unserved slot fail (CLUSTERDOWN): assign every slot "
+                              "(CLUSTER ADDSLOTS, or redis-cli --cluster fix)");
+  else
+    r.ok("cluster", detail + "; each lock is taken on its slot's master");
+  std::vector<std::unique_ptr<client>> clients;
+  std::vector<client*> masters;
+  for (const auto& m : layout.masters) {
+    context node = cx;
+    node.cluster = true;
+    node.keyed = &keyed;
+    auto nc = node_client(cx.cfg, m.address);
+    node.cfg = nc->get_config();
+    r.set_node(m.address.name());
+    if (check_connectivity(*nc, node, r)) {
+      node.checked = cx.opts.acl_user.empty() ? node.user : cx.opts.acl_user;
+      server_checks(*nc, node, r);
+      masters.push_back(nc.get());
+    } else {
+      masters.push_back(nullptr);
+    }
+    clients.push_back(std::move(nc));
+  }
+  r.set_node("");
+  check_cluster_settings(layout, masters, r);
+}
 
 int doctor(const doctor_options& o) {
   report r(o.json);
@@ -252,16 +308,12 @@ int doctor(const doctor_options& o) {
     return exit_code::unavailable;
   }
   cx.checked = o.acl_user.empty() ? cx.user : o.acl_user;
-  if (!cx.ping_refused) check_latency(c, r);
-  read_info(c, cx);
-  check_version(cx, r);
-  check_topology(cx, r);
-  check_permissions(c, cx, r);
-  check_eviction(c, cx, r);
-  check_memory(c, cx, r);
-  check_persistence(c, cx, r);
-  check_commands(c, r);
-  check_clock(c, r);
+  auto layout = read_cluster(c);
+  if (!layout) {
+    server_checks(c, cx, r);
+  } else {
+    check_cluster_masters(c, cx, *layout, r);
+  }
   r.summary();
   return r.fails() ? exit_code::config_problem : exit_code::ok;
 }
@@ -275,6 +327,8 @@ void setup_doctor(CLI::App& app, action_t& action) {
       "locks send on a sample name matched by NAME-PATTERN (ACL DRYRUN; a live lock/unlock where DRYRUN is\n"
       "refused), eviction policy, memory, persistence, min-replicas-to-write, renamed commands, clock.\n"
       "As an administrator, --acl-user USER checks another user's permissions without touching any key.\n"
+      "On a Redis Cluster, every master is checked (each line names it), then the cluster's settings:\n"
+      "cluster-require-full-coverage, replicas per master, sharded pub/sub.\n"
       "Exit status: 0 nothing FAILs; 78 some check FAILs; 69 Redis unreachable, authentication or TLS\n"
       "failed, or the server refuses the connection (only the connectivity line is printed); 64 usage;\n"
       "70 an unexpected error.",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "client_cards.hpp"
+#include "cluster_nodes.hpp"
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
 #include "status_format.hpp"
@@ -36,6 +37,8 @@ struct channel_count {
 
 struct lock_status {
   std::string name;
+  std::string node;  // on a cluster: host:port of the master serving the slot
+  int slot = -1;     // on a cluster: the name's hash slot
   std::string state;  // free | held | other
   std::string kind;   // none | reentrant | mutex | the Redis type of another key
   long long ttl_ms = -2;
@@ -59,14 +62,69 @@ struct lock_status {
   }
 };
 
+// A cluster as status reads it: its layout, and a client of each node for what is not routed by a
+// key (the subscribers a node counts, the cards a master's SCAN finds).
+struct cluster_view {
+  cluster_layout layout;
+  std::vector<std::unique_ptr<client>> masters;  // as layout.masters
+  std::vector<std::unique_ptr<client>> replicas;
+
+  cluster_view(const config& cfg, cluster_layout l) : layout(std::move(l)) {
+    for (const auto& m : layout.masters) {
+      masters.push_back(node_client(cfg, m.address));
+      for (const auto& r : m.replicas) replicas.push_back(node_client(cfg, r));
+    }
+  }
+  client* master_client(const cluster_master* m) {
+    return m == nullptr ? nullptr : masters[static_cast<std::size_t>(m - layout.masters.data())].get();
+  }
+};
+
+// The subscribers of each of `channels`. On a cluster a classic subscription counts on the node it
+// was made on (any node: a waiter subscribes where its client connects) and a sharded one (Redisson's
+// SSUBSCRIBE, Redis 7) on the slot's master, so every node is asked and the counts added.
+std::vector<long long> count_subscribers(client& c, const std::string& name, const std::vector<std::string>& channels,
+                                         cluster_view* cv, const cluster_master* home) {
+  std::vector<long long> out(channels.size(), 0);
+  auto add = [&](const reply& r) {
+    for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < out.size(); i += 2)
+      out[i / 2] += r.elements[i + 1].integer;
+  };
+  std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
+  cmd.insert(cmd.end(), channels.begin(), channels.end());
+  if (cv == nullptr) {
+    add(lock_command(c, name, cmd));
+    return out;
+  }
+  for (auto& m : cv->masters) add(lock_command(*m, name, cmd));
+  for (auto& r : cv->replicas) {
+    std::error_code ec;  // a replica that is down holds no waiter that could be woken
+    auto rep = r->command(cmd, ec);
+    if (!ec) add(rep);
+  }
+  if (client* owner = cv->master_client(home)) {
+    cmd[1] = "SHARDNUMSUB";
+    std::error_code ec;  // Redis 6 has no sharded pub/sub
+    auto rep = owner->command(cmd, ec);
+    if (!ec) add(rep);
+  }
+  return out;
+}
+
 // A hash that crashed readers grew, or a queue that crashed waiters grew, can hold a million
 // entries: status lists the first list_cap of each and counts the rest, so that it neither copies
 // them all (HGETALL of 300,000 fields kept the server busy for a quarter of a second) nor prints them.
 constexpr std::size_t list_cap = 100;
 
-lock_status inspect(client& c, const std::string& name) {
+lock_status inspect(client& c, const std::string& name, cluster_view* cv) {
   lock_status s;
   s.name = name;
+  const cluster_master* home = nullptr;
+  if (cv != nullptr) {
+    s.slot = slot_of(c, name);
+    home = cv->layout.master_of(s.slot);
+    s.node = home != nullptr ? home->address.name() : "none (slot not served)";
+  }
   std::string type = lock_command(c, name, {"TYPE", name}).str;
   if (type == "hash") {
     auto add = [&s](const reply& fields) {
@@ -155,21 +213,29 @@ lock_status inspect(client& c, const std::string& name) {
   if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({describe(lock_kind::read, name).channel(), 0});
   if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
     s.channels.push_back({describe(lock_kind::mutex, name).channel(), 0});
-  std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
-  for (auto& ch : s.channels) cmd.push_back(ch.channel);
-  auto r = lock_command(c, name, cmd);
-  for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < s.channels.size(); i += 2)
-    s.channels[i / 2].subscribers = r.elements[i + 1].integer;
+  std::vector<std::string> names;
+  for (auto& ch : s.channels) names.push_back(ch.channel);
+  auto counts = count_subscribers(c, name, names, cv, home);
+  for (std::size_t i = 0; i < s.channels.size(); ++i) s.channels[i].subscribers = counts[i];
   // Who the holders are, and (the read-write lock records no waiters) who waits to write.
   std::vector<std::string> ids;
   for (const auto& h : s.holders) ids.emplace_back(client_id_of_holder(h.owner));
   s.cards = read_cards(c, ids);
-  if (s.kind == "read-write") s.writers = find_waiting_writers(c, name);
+  if (s.kind == "read-write") {
+    std::vector<client*> nodes{&c};
+    if (cv != nullptr) {
+      nodes.clear();
+      for (auto& m : cv->masters) nodes.push_back(m.get());
+    }
+    s.writers = find_waiting_writers(nodes, name);
+  }
   return s;
 }
 
 std::string to_json(const lock_status& s) {
-  std::string out = "{\"lock\":" + json_string(s.name) + ",\"state\":\"" + s.state + "\",\"kind\":" +
+  std::string out = "{\"lock\":" + json_string(s.name);
+  if (s.slot >= 0) out += ",\"node\":" + json_string(s.node) + ",\"slot\":" + std::to_string(s.slot);
+  out += ",\"state\":\"" + s.state + "\",\"kind\":" +
                     json_string(s.kind) + ",\"ttl_ms\":" + std::to_string(s.ttl_ms);
   if (!s.mode.empty()) out += ",\"mode\":" + json_string(s.mode);
   if (!s.queue.empty()) {
@@ -241,11 +307,15 @@ std::string holders_text(const lock_status& s) {
   return out.empty() ? "-" : out;
 }
 
-void print_table(const std::vector<lock_status>& all) {
+// On a cluster, NODE and SLOT come before HOLDERS, the long column.
+void print_table(const std::vector<lock_status>& all, bool cluster) {
   std::vector<std::vector<std::string>> rows{{"LOCK", "STATE", "KIND", "TTL", "WAITERS", "HOLDERS"}};
-  for (const auto& s : all)
+  if (cluster) rows.front().insert(rows.front().end() - 1, {"NODE", "SLOT"});
+  for (const auto& s : all) {
     rows.push_back({printable(s.name, true), s.state, s.kind, format_ttl(s.ttl_ms), std::to_string(s.waiters()),
                     holders_text(s)});
+    if (cluster) rows.back().insert(rows.back().end() - 1, {s.node, std::to_string(s.slot)});
+  }
   print_rows(rows);
 }
 
@@ -259,15 +329,17 @@ int status(const status_options& o) {
                 error::whole_message);
   client c{make_config(o.urls.empty() ? default_url() : o.urls.front())};
   c.ping();
+  std::unique_ptr<cluster_view> cv;
+  if (auto layout = read_cluster(c)) cv = std::make_unique<cluster_view>(c.get_config(), std::move(*layout));
   std::vector<lock_status> all;
   bool any_foreign = false;  // a key that is not a lock: the acquisitions fail on it (wrong_type)
   for (const auto& name : o.names) {
-    auto s = inspect(c, name);
+    auto s = inspect(c, name, cv.get());
     any_foreign = any_foreign || s.state == "other";
     if (o.json) std::cout << to_json(s) << "\n" << std::flush;
     else all.push_back(std::move(s));
   }
-  if (!o.json) print_table(all);
+  if (!o.json) print_table(all, cv != nullptr);
   return any_foreign ? exit_code::data_error : exit_code::ok;
 }
 
@@ -276,6 +348,8 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto [cmd, o] = add_command<status_options>(
       app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
+      "On a Redis Cluster, NODE (the master serving the name's slot, whose keys are read) and SLOT\n"
+      "come before HOLDERS (--json: node, slot).\n"
       "With --redlock (--redis once per master, at least 3): per master, the value under each NAME and its\n"
       "TTL, or free, and whether a majority holds one value.\n"
       "Exit status: 0 done; 65 some key is not a lock (another type, or a hash whose fields are not\n"

@@ -53,36 +53,42 @@ std::string card_json(const card_view* card) {
          ",\"program\":" + json_string(card->program) + ",\"name\":" + json_string(card->name) + "}";
 }
 
-waiting_writers find_waiting_writers(client& c, std::string_view name) {
+waiting_writers find_waiting_writers(const std::vector<client*>& nodes, std::string_view name) {
   waiting_writers out;
   const std::string field = client_card_wait_field(name);
   const std::string pattern(client_card_pattern());
   const std::string prefix = client_card_key("");  // "redlease:client:{}"
-  std::string cursor = "0";
   int calls = 0;
-  do {
-    std::error_code ec;
-    auto step = c.command({"SCAN", cursor, "MATCH", pattern, "COUNT", scan_count}, ec);
-    if (ec || step.elements.size() != 2) {
-      out.complete = false;
-      break;
-    }
-    cursor = step.elements[0].str;
-    for (const auto& k : step.elements[1].elements) {
-      auto since = c.command({"HGET", k.str, field}, ec);
-      if (ec || !since.is_string()) continue;
-      waiting_writer w;
-      // The id is what the key's hash tag holds: redlease:client:{<id>}.
-      if (k.str.size() > prefix.size()) w.client = k.str.substr(prefix.size() - 1, k.str.size() - prefix.size());
-      std::string_view text = since.str;
-      if (auto p = text.rfind(' '); p != std::string_view::npos) text.remove_prefix(p + 1);
-      std::from_chars(text.data(), text.data() + text.size(), w.since_ms);
-      auto all = c.command({"HGETALL", k.str}, ec);
-      if (!ec) w.card = parse(all);
-      out.found.push_back(std::move(w));
-    }
-  } while (cursor != "0" && ++calls < scan_calls);
-  if (cursor != "0") out.complete = false;
+  // The cards are spread over a cluster's masters: each keeps its own keyspace to scan. The cap is
+  // on the calls of all of them together.
+  for (client* node : nodes) {
+    client& c = *node;
+    std::string cursor = "0";
+    do {
+      std::error_code ec;
+      auto step = c.command({"SCAN", cursor, "MATCH", pattern, "COUNT", scan_count}, ec);
+      if (ec || step.elements.size() != 2) {
+        out.complete = false;
+        break;
+      }
+      cursor = step.elements[0].str;
+      for (const auto& k : step.elements[1].elements) {
+        auto since = c.command({"HGET", k.str, field}, ec);
+        if (ec || !since.is_string()) continue;
+        waiting_writer w;
+        // The id is what the key's hash tag holds: redlease:client:{<id>}.
+        if (k.str.size() > prefix.size()) w.client = k.str.substr(prefix.size() - 1, k.str.size() - prefix.size());
+        std::string_view text = since.str;
+        if (auto p = text.rfind(' '); p != std::string_view::npos) text.remove_prefix(p + 1);
+        std::from_chars(text.data(), text.data() + text.size(), w.since_ms);
+        auto all = c.command({"HGETALL", k.str}, ec);
+        if (!ec) w.card = parse(all);
+        out.found.push_back(std::move(w));
+      }
+    } while (cursor != "0" && ++calls < scan_calls);
+    if (cursor != "0") out.complete = false;
+    if (!out.complete) break;
+  }
   return out;
 }
 

@@ -40,6 +40,8 @@ struct waiting_writers {
   std::vector<waiting_writer> found;
   bool complete = true;
 };
-waiting_writers find_waiting_writers(client& c, std::string_view name);
+/// `nodes`: the clients whose keyspaces hold the cards: the one client of a single server, or one
+/// per master of a cluster (SCAN sees one node's keys only).
+waiting_writers find_waiting_writers(const std::vector<client*>& nodes, std::string_view name);
 
 }  // namespace redlease::cli

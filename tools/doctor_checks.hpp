@@ -2,7 +2,8 @@
 // What the checks of `redlease doctor` share: its options, the report (one line per check, OK /
 // WARN / FAIL with a fix), the context the checks fill in and read, the advice for a refusal, and
 // the checks each file provides (cli_doctor.cpp: connectivity to topology and the command itself;
-// doctor_permissions.cpp: the ACL checks; doctor_server.cpp: eviction to clock).
+// doctor_permissions.cpp: the ACL checks; doctor_server.cpp: eviction to clock; doctor_cluster.cpp:
+// a cluster's own settings).
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <system_error>
 #include <vector>
 
+#include "cluster_nodes.hpp"
 #include "commands.hpp"
 #include "info_parser.hpp"
 #include "redlease/redlease.hpp"
@@ -60,6 +62,9 @@ class report {
   }
 
   int fails() const { return counts_[2]; }
+  /// The node the next findings are about (a cluster's master), or "" for the deployment as a
+  /// whole: a line's detail then starts with it, and a JSON object has it as `node`.
+  void set_node(std::string node) { node_ = std::move(node); }
 
   void summary() {
     int total = counts_[0] + counts_[1] + counts_[2];
@@ -97,6 +102,10 @@ class report {
     if (json_) {
       line = "{\"check\":\"";
       json_escape_to(line, f.check);
+      if (!node_.empty()) {
+        line += "\",\"node\":\"";
+        json_escape_to(line, node_);
+      }
       line += "\",\"status\":\"";
       line += level_name(f.status);
       line += "\",\"detail\":\"";
@@ -108,7 +117,7 @@ class report {
       line = level_name(f.status);
       line += std::string(5 - line.size(), ' ');
       line += pad(f.check);
-      line += printable_text(f.detail);
+      line += printable_text(node_.empty() ? f.detail : node_ + ": " + f.detail);
       if (!f.advice.empty()) line += "; fix: " + printable_text(f.advice);
       line += "\n";
     }
@@ -134,6 +143,7 @@ class report {
 
   bool json_;
   int counts_[3] = {0, 0, 0};
+  std::string node_;
 };
 
 struct context {
@@ -145,6 +155,8 @@ struct context {
   std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
   bool ping_refused = false;
   bool keyspace = false;    // mutex waiters also subscribe to the keyspace channel (advice adds it)
+  bool cluster = false;     // the URL names a cluster, whose masters are checked one by one
+  client* keyed = nullptr;  // on a cluster: the client that routes by key (the live probe's locks)
   std::optional<std::array<int, 3>> version;
   std::optional<info_fields> info;  // INFO (its default sections), when permitted
   std::string info_error;           // why not
@@ -173,11 +185,17 @@ void add_effect(std::vector<std::string>& effects, const std::string& effect);
 /// The advice of a check that INFO was refused to.
 extern const std::string info_advice;
 
+/// `CONFIG GET name` on `c`'s server; empty with the reason in `why` when refused or unknown.
+std::optional<std::string> config_get(client& c, std::string_view name, std::string& why);
+
 void check_permissions(client& c, context& cx, report& r);
 void check_eviction(client& c, context& cx, report& r);
 void check_memory(client& c, context& cx, report& r);
 void check_persistence(client& c, context& cx, report& r);
 void check_commands(client& c, report& r);
 void check_clock(client& c, report& r);
+/// The cluster checks (doctor_cluster.cpp), on `masters` (as `layout.masters`; nullptr for a master
+/// that cannot be reached): full coverage, replicas, sharded pub/sub.
+void check_cluster_settings(const cluster_layout& layout, const std::vector<client*>& masters, report& r);
 
 }  // namespace redlease::cli::checkup

@@ -517,7 +517,7 @@ void check_permissions(client& c, context& cx, report& r) {
                     (cx.mutex_sample != cx.sample ? " and " + cx.mutex_sample : "") + " (pattern " + cx.opts.pattern +
                     "), checked with ACL DRYRUN");
     check_permissions_dryrun(c, cx, r);
-    if (cx.opts.probe) check_permissions_live(c, cx, r);
+    if (cx.opts.probe) check_permissions_live(cx.keyed != nullptr ? *cx.keyed : c, cx, r);
   } else {
     std::string other = cx.checked != cx.user ? " (not user " + cx.checked + ": only DRYRUN checks another user)" : "";
     r.warn("acl", reason + "; probing live instead: taking and releasing " + cx.sample +
@@ -525,7 +525,8 @@ void check_permissions(client& c, context& cx, report& r) {
                       ") as user " + cx.user + other,
            "for a check that touches no key (Redis 7), connect as a user allowed ACL DRYRUN and name the user "
            "to check: --acl-user " + cx.checked);
-    check_permissions_live(c, cx, r);
+    // On a cluster the probe's locks go to their slot's master, through the client that routes.
+    check_permissions_live(cx.keyed != nullptr ? *cx.keyed : c, cx, r);
   }
 }
 

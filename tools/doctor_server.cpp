@@ -20,7 +20,7 @@ using steady = std::chrono::steady_clock;
 
 // ---- 3. eviction and memory -------------------------------------------------------------------
 
-static std::optional<std::string> config_get(client& c, std::string_view name, std::string& why) {
+std::optional<std::string> config_get(client& c, std::string_view name, std::string& why) {
   std::error_code ec;
   auto rep = c.command({"CONFIG", "GET", name}, ec);
   if (ec) {
@@ -76,7 +76,7 @@ struct trial_grant {
 
 static trial_grant try_a_grant(client& c, const context& cx) {
   trial_grant t;
-  auto l = c.lock(cx.sample);
+  auto l = (cx.keyed != nullptr ? *cx.keyed : c).lock(cx.sample);
   bool held = l.try_lock(0ms, 5s, t.code);
   if (t.code) {
     t.words = last_error_text().empty() ? t.code.message() : last_error_text();
