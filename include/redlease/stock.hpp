@@ -17,6 +17,7 @@ namespace redlease {
 
 namespace detail {
 class client_impl;
+struct stock_keys;
 }
 
 /// Stock split over `segments` string keys `<name>:0` .. `<name>:<segments-1>` (the seeds'
@@ -27,6 +28,17 @@ class client_impl;
 /// order is never split and the stock is never oversold, at any count up to `LLONG_MAX` (counts are
 /// compared and deducted as exact 64-bit integers, never as Lua doubles). Thread-safe; a cheap handle
 /// (the key list is built once and shared by copies).
+///
+/// In a Redis Cluster the segments of a name without a hash tag hash to different slots, so they sit
+/// on several masters (which is what segments are for), and every call goes one segment at a time:
+/// `try_take` tries the segments in the same order, one script call each, and stops at the first
+/// that has `n`; `init` sets each segment with its own call; `remaining` reads each with its own
+/// call. Each deduction is still atomic on its segment: never oversold, an order never split. What
+/// is no longer one atomic step: a `try_take` that answers false saw each segment short of `n` at
+/// the moment it asked that segment (units only leave a segment, so the answer is right unless an
+/// `init` ran meanwhile); `init` is not seen by all segments at once; `remaining` is a sum, not a
+/// snapshot. A name with a hash tag (`{sku:1}`) keeps every segment in one slot and one call, as on
+/// a single server.
 class segmented_stock {
  public:
   /// The most segments a stock may have. Every call sends all the keys (the script may have to walk
@@ -89,8 +101,7 @@ class segmented_stock {
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;
   std::size_t segments_;
-  struct key_list;
-  std::shared_ptr<const key_list> keys_;  // the segment keys, encoded once
+  std::shared_ptr<const detail::stock_keys> keys_;  // the segment keys, encoded once
 };
 
 }  // namespace redlease

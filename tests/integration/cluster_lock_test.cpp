@@ -112,6 +112,38 @@ TEST_F(cluster_lock_test, several_seeds_the_first_down) {
   l.unlock();
 }
 
+// Segments spread the load, so in a cluster they sit on several masters: one call per segment. The
+// stock is still never oversold and never split an order; a name with a hash tag keeps them in one
+// slot and one call.
+TEST_F(cluster_lock_test, a_segmented_stock_spread_over_the_masters) {
+  const auto masters = rig_->masters();
+  client c(cfg_at(masters[0]));
+  for (const std::string name : {"cluster:stock", "{cluster:tagged}:stock"}) {
+    SCOPED_TRACE(name);
+    auto s = c.stock(name, 6);
+    s.init(60);
+    std::set<std::uint16_t> nodes;
+    for (std::size_t i = 0; i < 6; ++i) {
+      const auto key = s.segment_key(i);
+      nodes.insert(rig_->master_of(key));
+      EXPECT_EQ(rig_->client(rig_->master_of(key))({"GET", key}).str, "10");
+    }
+    EXPECT_EQ(nodes.size(), name[0] == '{' ? 1u : 3u);
+    EXPECT_EQ(s.remaining(), 60);
+    std::atomic<int> taken{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&] {
+        for (int i = 0; i < 20; ++i)
+          if (s.try_take(1)) ++taken;
+      });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(taken.load(), 60);
+    EXPECT_EQ(s.remaining(), 0);
+    EXPECT_FALSE(s.try_take(1));
+  }
+}
+
 TEST_F(cluster_lock_test, a_hold_is_renewed_through_moved_after_its_slot_moves) {
   const auto masters = rig_->masters();
   client c(cfg_at(masters[0], 600ms));  // renewals every 200 ms
