@@ -127,10 +127,13 @@ struct cluster {
         if (r.str != s->sha1) throw std::runtime_error("SCRIPT LOAD " + std::string(s->name) + ": unexpected " + r.str);
       }
   }
-  double redis_cpu() {
-    double s = 0;
-    for (auto& m : meters) s += redis_cpu_seconds(*m);
-    return s;
+  // Each node's CPU seconds, then their sum as the last element.
+  std::vector<double> redis_cpu() {
+    std::vector<double> v;
+    double sum = 0;
+    for (auto& m : meters) sum += v.emplace_back(redis_cpu_seconds(*m));
+    v.push_back(sum);
+    return v;
   }
 };
 
@@ -155,6 +158,7 @@ std::vector<std::string> names_on(const std::string& tag, std::size_t k, std::si
 row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
   std::vector<double> rate(k, 0);
   std::vector<std::string> errors(k);
+  std::vector<std::vector<float>> lat_acq(k), lat_rel(k);
   std::barrier sync(static_cast<std::ptrdiff_t>(k) + 1);
   std::vector<std::thread> ts;
   const auto d = static_cast<std::size_t>(depth);
@@ -169,19 +173,20 @@ row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
           std::string key = tag + std::to_string(c);
           if (master_of(key) == m) add_pair_requests(acq, rel, key, i++, false, false, run.fake_uuid);
         }
-        auto loop = [&](double secs, double& t_acq, double& t_rel) {
+        auto loop = [&](double secs, double& t_acq, double& t_rel, bool record) {
           double n = 0;
           for (auto end = steady::now() + std::chrono::duration<double>(secs); steady::now() < end;) {
-            pair_round(rc, acq, rel, 2 * d, d, false, t_acq, t_rel, nullptr, nullptr);
+            pair_round(rc, acq, rel, 2 * d, d, false, t_acq, t_rel, record ? &lat_acq[m] : nullptr,
+                       record ? &lat_rel[m] : nullptr);
             n += static_cast<double>(phase_keys);
           }
           return n;
         };
         double wa = 0, wr = 0, ta = 0, tr = 0;
         sync.arrive_and_wait();
-        loop(run.warm_s, wa, wr);
+        loop(run.warm_s, wa, wr, false);
         sync.arrive_and_wait();
-        double n = loop(run.ceiling_s, ta, tr);
+        double n = loop(run.ceiling_s, ta, tr, true);
         rate[m] = n / (ta + tr);
         sync.arrive_and_wait();
       } catch (const std::exception& e) {
@@ -192,11 +197,11 @@ row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
     });
   sync.arrive_and_wait();
   sync.arrive_and_wait();
-  const double cpu0 = process_cpu_seconds(), redis0 = cl.redis_cpu();
+  const double cpu0 = process_cpu_seconds(), redis0 = cl.redis_cpu().back();
   auto t0 = steady::now();
   sync.arrive_and_wait();
   const double secs = std::chrono::duration<double>(steady::now() - t0).count();
-  const double cpu1 = process_cpu_seconds(), redis1 = cl.redis_cpu();
+  const double cpu1 = process_cpu_seconds(), redis1 = cl.redis_cpu().back();
   for (auto& t : ts) t.join();
   for (auto& e : errors)
     if (!e.empty()) throw std::runtime_error(e);
@@ -204,6 +209,14 @@ row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
   r.name = "ceiling-cluster-" + std::to_string(k) + "-pair-d" + std::to_string(depth);
   for (double v : rate) r.ops_per_s += v;
   r.rt_per_op = 2;
+  // As the single-server ceiling: a pair waits for one acquire and one release, over every node.
+  std::vector<float> all_acq, all_rel;
+  for (std::size_t m = 0; m < k; ++m) {
+    all_acq.insert(all_acq.end(), lat_acq[m].begin(), lat_acq[m].end());
+    all_rel.insert(all_rel.end(), lat_rel[m].begin(), lat_rel[m].end());
+  }
+  r.p50_us = percentile(all_acq, 0.5) + percentile(all_rel, 0.5);
+  r.p99_us = percentile(all_acq, 0.99) + percentile(all_rel, 0.99);
   const double pairs = r.ops_per_s * secs;
   r.redis_us_per_op = pairs > 0 ? (redis1 - redis0) * 1e6 / pairs : 0;
   r.client_us_per_op = pairs > 0 ? (cpu1 - cpu0) * 1e6 / pairs : 0;
@@ -247,10 +260,12 @@ row async_case(const section_run& run, cluster& cl, std::size_t k) {
   struct mark {
     steady::time_point t;
     double cpu = 0, redis = 0, cmds = 0, writes = 0;
+    std::vector<double> nodes;
     long long csw = 0;
   } a, b;
   auto sample = [&](mark& s) {
-    s.redis = cl.redis_cpu();
+    s.nodes = cl.redis_cpu();
+    s.redis = s.nodes.back();
     auto st = c.stats();
     s.cmds = static_cast<double>(st.commands);
     s.writes = static_cast<double>(st.writes);
@@ -272,6 +287,9 @@ row async_case(const section_run& run, cluster& cl, std::size_t k) {
   r.num("masters", static_cast<double>(k));
   r.num("commands_per_write", b.writes > a.writes ? (b.cmds - a.cmds) / (b.writes - a.writes) : 0);
   r.num("redis_cpu_pct", 100 * (b.redis - a.redis) / secs);
+  // The masters without keys work too when the scripts' PUBLISH crosses the cluster bus.
+  for (std::size_t m = 0; m < masters; ++m)
+    r.num("node" + std::to_string(m) + "_redis_cpu_pct", 100 * (b.nodes[m] - a.nodes[m]) / secs);
   r.num("client_cpu_pct", 100 * (b.cpu - a.cpu) / secs);
   r.num("context_switches_per_op", pairs > 0 ? static_cast<double>(b.csw - a.csw) / pairs : 0);
   return r;
