@@ -191,7 +191,7 @@ row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
         sync.arrive_and_wait();
       } catch (const std::exception& e) {
         errors[m] = e.what();
-        // The others wait for this thread at each barrier: it keeps arriving.
+        // Leaves the barrier, so that the other threads and the caller do not wait for it.
         sync.arrive_and_drop();
       }
     });
@@ -217,6 +217,7 @@ row ceiling(const section_run& run, cluster& cl, std::size_t k, int depth) {
   }
   r.p50_us = percentile(all_acq, 0.5) + percentile(all_rel, 0.5);
   r.p99_us = percentile(all_acq, 0.99) + percentile(all_rel, 0.99);
+  // CPU per pair over the measured stretch (the nodes' loops end within one round of each other).
   const double pairs = r.ops_per_s * secs;
   r.redis_us_per_op = pairs > 0 ? (redis1 - redis0) * 1e6 / pairs : 0;
   r.client_us_per_op = pairs > 0 ? (cpu1 - cpu0) * 1e6 / pairs : 0;
