@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include "bench_support.hpp"
 
+#include "redlease/layout.hpp"
+#include "redlease_lua.hpp"
+#include "tls_raw.hpp"
+
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <malloc.h>
@@ -123,6 +127,7 @@ void encode(std::string& out, const std::vector<std::string>& args) {
 
 raw_conn::raw_conn(const config& cfg) : buf_(1 << 20) {
   if (!cfg.unix_socket.empty()) {
+    if (cfg.tls.enabled) throw std::runtime_error("bench: TLS on a unix socket is not supported");
     fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd_ < 0) io_fail("socket");
     sockaddr_un a{};
@@ -154,6 +159,15 @@ raw_conn::raw_conn(const config& cfg) : buf_(1 << 20) {
     if (fd_ < 0) io_fail("connect " + cfg.host + ":" + port);
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (cfg.tls.enabled) {
+      try {
+        tls_ = std::make_unique<tls_session>(fd_, cfg.tls, cfg.host);
+      } catch (...) {
+        ::close(fd_);
+        fd_ = -1;
+        throw;
+      }
+    }
   }
   if (!cfg.password.empty()) {
     auto r = cfg.username.empty() ? command({"AUTH", cfg.password}) : command({"AUTH", cfg.username, cfg.password});
@@ -166,10 +180,22 @@ raw_conn::raw_conn(const config& cfg) : buf_(1 << 20) {
 }
 
 raw_conn::~raw_conn() {
+  tls_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
+void raw_conn::set_spin(bool on) {
+  spin_ = on;
+  // OpenSSL reads the socket itself: busy-polling needs it non-blocking (plain recv() is told so
+  // per call with MSG_DONTWAIT).
+  if (tls_) {
+    int fl = ::fcntl(fd_, F_GETFL);
+    ::fcntl(fd_, F_SETFL, on ? fl | O_NONBLOCK : fl & ~O_NONBLOCK);
+  }
+}
+
 void raw_conn::send(std::string_view data) {
+  if (tls_) return tls_->write_all(data);
   while (!data.empty()) {
     ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
     if (n < 0) {
@@ -189,6 +215,15 @@ void raw_conn::fill() {
       rpos_ = 0;
     } else {
       buf_.resize(buf_.size() * 2);
+    }
+  }
+  if (tls_) {
+    for (;;) {
+      if (std::size_t n = tls_->read_some(buf_.data() + wpos_, buf_.size() - wpos_); n > 0) {
+        wpos_ += n;
+        return;
+      }
+      cpu_relax();
     }
   }
   for (;;) {
@@ -382,6 +417,50 @@ tally pump(raw_conn& c, std::string_view payload, const std::vector<std::size_t>
     if (room - sent >= chunk || room == n) send_upto(room);
   }
   return t;
+}
+
+void add_pair_requests(stream& acq, stream& rel, const std::string& key, std::size_t i, bool mutex, bool fenced,
+                       const std::string& fake_uuid) {
+  namespace lua = redlease::detail::lua;
+  const std::string lease = "30000";
+  const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
+  const std::string& ch = l.channel();
+  if (mutex) {
+    char token[40];  // random_token(): 32 hex characters
+    std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL,
+                  static_cast<unsigned long long>(i) + 1);
+    if (fenced)
+      acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, l.token_key, token, lease});
+    else
+      acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
+    rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
+  } else {
+    std::string field = fake_uuid + ":" + std::to_string(100 + i);
+    if (fenced)
+      acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, l.token_key, lease, field});
+    else
+      acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
+    // As the library sends it: a latch key per request (read, not written, by a first attempt).
+    std::string latch = l.latch_key(std::to_string(i) + "0123456789abcdef");
+    rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
+  }
+}
+
+void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
+                bool fenced, double& t_acq, double& t_rel, std::vector<float>* lat_acq, std::vector<float>* lat_rel) {
+  const std::size_t k = acq.size();
+  auto t0 = steady::now();
+  auto ta = pump(c, acq.payload, acq.offsets, window, chunk, lat_acq);
+  auto t1 = steady::now();
+  auto tr = pump(c, rel.payload, rel.offsets, window, chunk, lat_rel);
+  auto t2 = steady::now();
+  if ((fenced ? ta.bulk : ta.nil) != k)
+    throw std::runtime_error("ceiling: acquire script did not acquire: " +
+                             (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
+  if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
+    throw std::runtime_error("ceiling: release script did not free: " + tr.first_error);
+  t_acq += std::chrono::duration<double>(t1 - t0).count();
+  t_rel += std::chrono::duration<double>(t2 - t1).count();
 }
 
 simple_reply raw_conn::command(std::initializer_list<std::string_view> args) {

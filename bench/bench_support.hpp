@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <initializer_list>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -44,6 +45,17 @@ struct row {
   }
 };
 
+/// What a section that brings its own servers (RedLock, Redis Cluster) takes from the run.
+struct section_run {
+  config cfg;          // the run's client settings; each private server's address replaces its own
+  std::string prefix;  // every key of the run starts with it
+  double case_s = 3, warm_s = 0.3, ceiling_s = 1;
+  bool json = false;   // the human lines of the section's ceilings are printed unless true
+  std::function<bool(std::string_view)> wanted;  // --only
+  std::function<void(row)> emit;                 // prints a row and keeps it
+  std::string fake_uuid;  // the ceilings' owner id (36 characters, like a client's)
+};
+
 /// Appends one RESP command (array of bulk strings).
 void encode(std::string& out, std::initializer_list<std::string_view> args);
 void encode(std::string& out, const std::vector<std::string>& args);
@@ -68,8 +80,11 @@ struct simple_reply {
   std::string str;
 };
 
-/// A blocking connection over TCP or a Unix socket (from a redlease config: host/port or
-/// unix_socket, AUTH, SELECT). Writes a whole batch with one send() loop, then reads its replies.
+class tls_session;
+
+/// A blocking connection over TCP, TLS (`config::tls.enabled`, as `rediss://` sets it; see
+/// tls_raw.hpp) or a Unix socket (from a redlease config: host/port or unix_socket, AUTH, SELECT).
+/// Writes a whole batch with one send() loop, then reads its replies.
 /// Not thread-safe. Throws std::runtime_error on I/O or protocol errors.
 class raw_conn {
  public:
@@ -87,7 +102,7 @@ class raw_conn {
   std::size_t read_some(std::size_t max, tally& t);
   /// Busy-poll for replies (non-blocking recv in a loop) instead of sleeping in recv: takes the
   /// client's own wake-up latency out of the measurement (it costs a core while waiting).
-  void set_spin(bool on) { spin_ = on; }
+  void set_spin(bool on);
   /// One command, one reply.
   simple_reply command(std::initializer_list<std::string_view> args);
   simple_reply command(const std::vector<std::string>& args);
@@ -97,6 +112,7 @@ class raw_conn {
   void fill();                               // one recv() into the buffer
   int fd_ = -1;
   bool spin_ = false;
+  std::unique_ptr<tls_session> tls_;  // null on a plaintext connection
   std::vector<char> buf_;
   std::size_t rpos_ = 0, wpos_ = 0;
 };
@@ -144,6 +160,31 @@ class shared_conn {
 /// `sent_at`/`lat_us`, when given, receive each command's latency (reply time - its write time).
 tally pump(raw_conn& c, std::string_view payload, const std::vector<std::size_t>& offsets, std::size_t depth,
            std::size_t chunk, std::vector<float>* lat_us);
+
+/// A stream of commands, encoded back to back, with the offset where each starts (and the end).
+struct stream {
+  std::string payload;
+  std::vector<std::size_t> offsets{0};
+  void add(std::initializer_list<std::string_view> args) {
+    encode(payload, args);
+    offsets.push_back(payload.size());
+  }
+  std::size_t size() const { return offsets.size() - 1; }
+};
+
+/// Appends to `acq` and `rel` the exact requests redlease sends to acquire and release the free lock
+/// `key` (same scripts, arguments and sizes, lease 30 s), the `i`-th of a ceiling's phase: the
+/// reentrant lock (owner field `fake_uuid:<100+i>`, a latch key per release) or the mutex, plain or
+/// taking a fencing token. The scripts must be loaded (EVALSHA).
+void add_pair_requests(stream& acq, stream& rel, const std::string& key, std::size_t i, bool mutex, bool fenced,
+                       const std::string& fake_uuid);
+
+/// One round of a pair ceiling on `c`: every acquisition of `acq` pumped `depth` deep (see pump:
+/// `window` unanswered at most, written `chunk` at a time), then every release of `rel`. Checks that
+/// each acquired and each freed its key (throws std::runtime_error otherwise), adds the two phases'
+/// durations to `t_acq` and `t_rel` and the latencies to `lat_acq`, `lat_rel` when given.
+void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
+                bool fenced, double& t_acq, double& t_rel, std::vector<float>* lat_acq, std::vector<float>* lat_rel);
 
 /// Owners chaining asynchronous pairs (acquire, then release, then the next) until told to stop: the
 /// driver of the B2-async cases. `start(i)` begins owner i's next pair; its completions end it with

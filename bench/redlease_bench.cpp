@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "cluster_bench.hpp"
 #include "commands.hpp"
 #include "local_server.hpp"
 #include "redlease/redlease.hpp"
@@ -51,6 +52,7 @@ struct options {
   bool no_ceiling = false;  // profiling aid (hidden): skip the ceiling; no ratios then
   std::string sync_wait = "latency";  // config::sync_wait for the sync cases: latency | cpu
   bool no_sync_lane = false;          // config::sync_lane = false
+  bool cluster = false;               // also the Redis Cluster cases (cluster_bench.cpp)
 };
 
 using bench::row;  // bench_support.hpp: one case's results (redlock_bench.cpp makes them too)
@@ -257,16 +259,7 @@ row ceiling_ping_seq(bench_ctx& x, bench::raw_conn& rc) {
   return r;
 }
 
-// A stream of commands, encoded back to back, with the offset where each starts (and the end).
-struct stream {
-  std::string payload;
-  std::vector<std::size_t> offsets{0};
-  void add(std::initializer_list<std::string_view> args) {
-    bench::encode(payload, args);
-    offsets.push_back(payload.size());
-  }
-  std::size_t size() const { return offsets.size() - 1; }
-};
+using bench::stream;
 
 constexpr std::size_t ceiling_keys = 4096;  // commands per phase of a ceiling run
 
@@ -321,29 +314,9 @@ struct pair_rows {
 // = pairs / (both times) = 1 / (1/acquire + 1/release).
 pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex, bool fenced = false) {
   stream acq, rel;
-  const std::string lease = "30000";
   for (std::size_t i = 0; i < ceiling_keys; ++i) {
     std::string key = x.prefix + (mutex ? "ceil-mutex:" : "ceil:") + std::to_string(depth) + ":" + std::to_string(i);
-    const auto l = describe(mutex ? lock_kind::mutex : lock_kind::reentrant, key);
-    const std::string& ch = l.channel();
-    if (mutex) {
-      char token[40];  // random_token(): 32 hex characters
-      std::snprintf(token, sizeof token, "%016llx%016llx", static_cast<unsigned long long>(i) * 0x9e3779b97f4a7c15ULL, static_cast<unsigned long long>(i) + 1);
-      if (fenced)
-        acq.add({"EVALSHA", lua::mutex_fenced_acquire.sha1, "2", key, l.token_key, token, lease});
-      else
-        acq.add({"EVALSHA", lua::mutex_acquire.sha1, "1", key, token, lease});
-      rel.add({"EVALSHA", lua::mutex_release.sha1, "1", key, ch, token});
-    } else {
-      std::string field = x.fake_uuid + ":" + std::to_string(100 + i);
-      if (fenced)
-        acq.add({"EVALSHA", lua::fenced_acquire.sha1, "2", key, l.token_key, lease, field});
-      else
-        acq.add({"EVALSHA", lua::acquire.sha1, "1", key, lease, field});
-      // As the library sends it: a latch key per request (read, not written, by a first attempt).
-      std::string latch = l.latch_key(std::to_string(i) + "0123456789abcdef");
-      rel.add({"EVALSHA", lua::release.sha1, "2", key, latch, ch, "0", lease, field, "1", "0", "60000"});
-    }
+    bench::add_pair_requests(acq, rel, key, i, mutex, fenced, x.fake_uuid);
   }
   const std::size_t k = acq.size();
   const std::size_t W = window_of(depth).first, C = window_of(depth).second;  // captured below
@@ -352,21 +325,10 @@ pair_rows ceiling_pairs(bench_ctx& x, bench::raw_conn& rc, int depth, bool mutex
   auto run = [&](double secs, bool record) {
     auto end = steady::now() + std::chrono::duration<double>(secs);
     long long n = 0;
+    double ignored_a = 0, ignored_r = 0;
     while (steady::now() < end) {
-      auto t0 = steady::now();
-      auto ta = bench::pump(rc, acq.payload, acq.offsets, W, C, record ? &lat_a : nullptr);
-      auto t1 = steady::now();
-      auto tr = bench::pump(rc, rel.payload, rel.offsets, W, C, record ? &lat_r : nullptr);
-      auto t2 = steady::now();
-      if ((fenced ? ta.bulk : ta.nil) != k)
-        throw std::runtime_error("ceiling: acquire script did not acquire: " +
-                                 (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
-      if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
-        throw std::runtime_error("ceiling: release script did not free: " + tr.first_error);
-      if (record) {
-        t_acq += secs_between(t0, t1);
-        t_rel += secs_between(t1, t2);
-      }
+      bench::pair_round(rc, acq, rel, W, C, fenced, record ? t_acq : ignored_a, record ? t_rel : ignored_r,
+                        record ? &lat_a : nullptr, record ? &lat_r : nullptr);
       n += static_cast<long long>(k);
     }
     return n;
@@ -1280,7 +1242,16 @@ int run_bench(options opt) {
   // RedLock (issue 38, bench/redlock_bench.cpp): private servers of its own, ceilings of its own.
   for (auto& n : bench::redlock_case_names()) want(n);
   bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
-                            [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); }});
+                            [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
+                            x.fake_uuid});
+
+  // Redis Cluster (bench/cluster_bench.cpp): a private cluster of its own, only with --cluster.
+  if (opt.cluster) {
+    for (auto& n : bench::cluster_case_names()) want(n);
+    bench::run_cluster_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
+                              [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
+                              x.fake_uuid});
+  }
 
   if (!opt.json) std::cout << "\nRT = commands sent by the client (both connections) per op. CPU per op: process "
                               "(all threads) and redis-server (INFO cpu), over the measured run.\n";
@@ -1315,6 +1286,9 @@ void setup_bench(CLI::App& cmd, action_t& action) {
                "No second connection for a lone blocking caller (config::sync_lane = false)");
   cmd.add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
       ->check(CLI::IsMember({"latency", "cpu"}));
+  cmd.add_flag("--cluster", opt->cluster,
+               "Also the Redis Cluster cases B2-async-cluster-1, -2, -3 (a private 3-master cluster; "
+               "--only B2-async-cluster for them alone)");
   cmd.add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
   cmd.callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }

@@ -14,15 +14,8 @@
 
 namespace redlease::cli::bench {
 
-/// What the RedLock section takes from the run.
-struct redlock_run {
-  config cfg;          // the run's client settings; each private server's address replaces its own
-  std::string prefix;  // every key of the run starts with it
-  double case_s = 3, warm_s = 0.3, ceiling_s = 1;
-  bool json = false;   // the human lines of the section's ceilings are printed unless true
-  std::function<bool(std::string_view)> wanted;  // --only
-  std::function<void(row)> emit;                 // prints a row and keeps it
-};
+/// What the RedLock section takes from the run (bench_support.hpp).
+using redlock_run = section_run;
 
 /// The section's case names, in the order they run (for --only, --check and the listing).
 const std::vector<std::string>& redlock_case_names();
