@@ -79,6 +79,20 @@ std::string signature(const std::vector<slot_range>& ranges, bool with_replicas,
   return out;
 }
 
+// The first node endpoint of CLUSTER SLOTS other than `host` (as "endpoint:port"), or "" if each
+// names `host`.
+std::string endpoint_not_named(const raw_reply& r, const std::string& host) {
+  for (const raw_reply& e : r.elements) {
+    for (std::size_t i = 2; i < e.elements.size(); ++i) {
+      const raw_reply& n = e.elements[i];
+      if (n.elements.size() >= 2 && n.elements[0].str != host) {
+        return n.elements[0].str + ":" + std::to_string(n.elements[1].integer);
+      }
+    }
+  }
+  return {};
+}
+
 std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -113,6 +127,19 @@ cluster_rig::cluster_rig(cluster_rig_options opts) : opts_(std::move(opts)) {
   // before the cluster is even ok, so CLUSTER SLOTS lists them sooner (the §4.2 gotcha).
   node_opts.extra_args = {"--cluster-node-timeout", ms(opts_.node_timeout), "--enable-debug-command", "local",
                           "--repl-diskless-sync-delay", "0", "--repl-ping-replica-period", "1"};
+  if (!opts_.tls.cert_file.empty()) {
+    node_opts.tls.cert_file = opts_.tls.cert_file;
+    node_opts.tls.key_file = opts_.tls.key_file;
+    node_opts.tls.ca_file = opts_.tls.ca_file;
+    node_opts.extra_args.insert(node_opts.extra_args.end(),
+                                {"--tls-cluster", opts_.tls.cluster ? "yes" : "no", "--tls-replication",
+                                 opts_.tls.replication ? "yes" : "no"});
+  }
+  if (!opts_.announce_hostname.empty()) {
+    node_opts.extra_args.insert(node_opts.extra_args.end(),
+                                {"--cluster-announce-hostname", opts_.announce_hostname,
+                                 "--cluster-preferred-endpoint-type", "hostname"});
+  }
   node_opts.extra_args.insert(node_opts.extra_args.end(), opts_.extra_args.begin(), opts_.extra_args.end());
   const int masters = opts_.masters;
   const int total = masters * (1 + opts_.replicas_per_master);
@@ -220,6 +247,14 @@ std::uint16_t cluster_rig::port_of_id(std::string_view id) const {
 bool cluster_rig::live(std::uint16_t port) const {
   const redis_server& n = node(port);
   return n.running() && !n.paused();
+}
+
+std::uint16_t cluster_rig::tls_port(std::uint16_t port) const { return node(port).tls_port(); }
+
+std::string cluster_rig::tls_url(std::uint16_t port, std::string_view host) const {
+  const std::uint16_t p = tls_port(port);
+  if (p == 0) return {};
+  return "rediss://" + std::string(host) + ":" + std::to_string(p);
 }
 
 raw_client cluster_rig::client(std::uint16_t port) const { return node(port).client(); }
@@ -410,7 +445,13 @@ std::string cluster_rig::views(bool with_replicas, bool& agreed) const {
           return who + "replica with master_link_status:" + link;
         }
       }
-      const std::vector<slot_range> ranges = parse_slots(c({"CLUSTER", "SLOTS"}));
+      const raw_reply slots_reply = c({"CLUSTER", "SLOTS"});
+      if (!opts_.announce_hostname.empty()) {
+        if (const std::string e = endpoint_not_named(slots_reply, opts_.announce_hostname); !e.empty()) {
+          return who + "CLUSTER SLOTS names a node " + e;
+        }
+      }
+      const std::vector<slot_range> ranges = parse_slots(slots_reply);
       int covered = 0;
       const std::string sig = signature(ranges, with_replicas, covered);
       if (covered != slot_count) return who + "CLUSTER SLOTS covers " + std::to_string(covered) + " slots";
@@ -493,7 +534,9 @@ void cluster_rig::migrate_begin(int slot, std::uint16_t from, std::uint16_t to) 
 
 void cluster_rig::migrate_keys(std::uint16_t from, std::uint16_t to, const std::vector<std::string>& keys) {
   if (keys.empty()) return;
-  std::vector<std::string> cmd = {"MIGRATE", "127.0.0.1", std::to_string(to), "", "0", "5000", "KEYS"};
+  const bool over_tls = !opts_.tls.cert_file.empty() && opts_.tls.cluster;
+  const std::uint16_t port = over_tls ? tls_port(to) : to;
+  std::vector<std::string> cmd = {"MIGRATE", "127.0.0.1", std::to_string(port), "", "0", "5000", "KEYS"};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
   raw_reply r = client(from).command(cmd);
   if (!r.is_ok() && !(r.is_status() && r.str == "NOKEY")) {

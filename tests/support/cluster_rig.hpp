@@ -33,6 +33,27 @@
 /// - The slot migration steps and the MOVED/ASK checks: a few ms each.
 /// - cluster_rig_test (one rig, 7 tests): 8-10 s. It is one ctest test (`redlease_add_test(...
 ///   WHOLE ...)`): per-test processes would start a rig each (about 20 s in all).
+///
+/// TLS and hostnames (`cluster_rig_options::tls`, `announce_hostname`; cluster_tls_test prints
+/// what it measures). Every node keeps its plaintext port, which the rig's raw clients use. Measured
+/// with redis 7.0.15, a certificate with SAN DNS:localhost only, `announce_hostname` "localhost":
+/// - `tls-cluster yes`: CLUSTER SLOTS names every node "localhost" with its TLS port to a TLS
+///   client, and "localhost" with its plaintext port to a plaintext client (7.0 reports the other
+///   port to a non-TLS client of a TLS cluster). A MOVED over TLS names the TLS port too
+///   ("MOVED 3451 localhost:<TLS port>").
+/// - `tls-cluster no`: every client, TLS or not, gets the plaintext ports, so a TLS-only client
+///   cannot use such a cluster (redlease then fails with `errc::tls_not_offered_by_server`).
+/// - `tls-cluster yes` needs `tls-replication yes`: a replica dials its master's announced port,
+///   the TLS one; in plaintext it never attaches ("Master did not respond to command during SYNC
+///   handshake", `master_link_status:down`).
+/// - `tls-cluster yes` makes MIGRATE dial over TLS: to the plaintext port it answers "-IOERR error
+///   or timeout connecting to the client" after its timeout, with the source node blocked
+///   meanwhile; `migrate_keys()` gives it the TLS port.
+/// - Start-up is as without TLS (the binary with its certificates: 2.5 s). A node whose hostname
+///   has not reached another yet would be "?" in its CLUSTER SLOTS; `not_ready()` waits for that,
+///   but it was never seen (the hostnames arrive with the handshakes, before `cluster_state:ok`).
+/// - A TLS handshake the client aborts (a name mismatch) is not counted in the node's
+///   `total_connections_received`.
 #pragma once
 
 #include <chrono>
@@ -60,6 +81,26 @@ struct cluster_rig_options {
   std::vector<std::string> extra_args;
   /// How long the constructor waits for the cluster to be ready.
   std::chrono::milliseconds start_timeout{20000};
+  /// TLS on every node (off while `cert_file` is empty): each node also listens for TLS on
+  /// `cluster_rig::tls_port()`, presenting `cert_file`; its plaintext port stays (the rig's raw
+  /// clients use it). No client certificate is required (`--tls-auth-clients no`). PEM paths.
+  struct tls_settings {
+    std::string cert_file;
+    std::string key_file;
+    /// The CA the nodes trust (`--tls-ca-cert-file`), for the bus and replication links.
+    std::string ca_file;
+    /// `--tls-cluster`: the cluster bus and MIGRATE over TLS, and the node's TLS port as its
+    /// announced port (see the file comment for what CLUSTER SLOTS then says to whom).
+    bool cluster = true;
+    /// `--tls-replication`: replicas connect to their master over TLS. Needed with `cluster`, since
+    /// a replica then dials its master's announced (TLS) port.
+    bool replication = true;
+  } tls{};
+  /// When non-empty: `--cluster-announce-hostname` this name and
+  /// `--cluster-preferred-endpoint-type hostname` on every node, so that CLUSTER SLOTS (and
+  /// MOVED/ASK) name the nodes by it; the rig is ready only once every node's CLUSTER SLOTS names
+  /// every node by it (a node whose hostname has not arrived by gossip yet is "?").
+  std::string announce_hostname;
 };
 
 /// A node as the cluster sees it (`CLUSTER NODES` of a live node).
@@ -119,6 +160,14 @@ class cluster_rig {
   std::uint16_t port_of_id(std::string_view id) const;
   /// True if the node is running and not paused.
   bool live(std::uint16_t port) const;
+  /// The TLS port of the node on `port` (0 without `cluster_rig_options::tls`). Throws
+  /// `std::out_of_range` for a port that is not part of the rig.
+  std::uint16_t tls_port(std::uint16_t port) const;
+  /// "rediss://HOST:TLS_PORT" of the node on `port` ("" without TLS).
+  std::string tls_url(std::uint16_t port, std::string_view host = "localhost") const;
+  /// The CA that signed the nodes' certificate (`cluster_rig_options::tls.ca_file`), for a
+  /// client's `tls.ca_file`.
+  const std::string& ca_file() const noexcept { return opts_.tls.ca_file; }
 
   /// Every node as a live node sees it (`CLUSTER NODES`), in start order. Throws
   /// `std::runtime_error` if no node answers.
@@ -174,7 +223,8 @@ class cluster_rig {
   /// `CLUSTER SETSLOT <slot> IMPORTING <from-id>` on `to`, then `MIGRATING <to-id>` on `from`.
   /// From here a missing key of the slot gets `ASK` on `from`.
   void migrate_begin(int slot, std::uint16_t from, std::uint16_t to);
-  /// `MIGRATE 127.0.0.1 <to> "" 0 5000 KEYS ...` of these keys on `from`. Throws on an error reply.
+  /// `MIGRATE 127.0.0.1 <to> "" 0 5000 KEYS ...` of these keys on `from` (`to`'s TLS port with
+  /// `tls.cluster`: MIGRATE then dials over TLS). Throws on an error reply.
   void migrate_keys(std::uint16_t from, std::uint16_t to, const std::vector<std::string>& keys);
   /// Moves every key of `slot` (`CLUSTER GETKEYSINSLOT`) from `from` to `to`; returns how many.
   std::size_t migrate_all_keys(int slot, std::uint16_t from, std::uint16_t to);
@@ -189,7 +239,8 @@ class cluster_rig {
   /// What keeps the cluster from being ready, or "" when it is: every live node answers, reports
   /// `cluster_state:ok` and the same `CLUSTER SLOTS` covering all 16384 slots, every live replica
   /// reports `master_link_status:up`, and every live node appears in every live node's
-  /// `CLUSTER SLOTS` (every live replica is attached and has replicated something).
+  /// `CLUSTER SLOTS` (every live replica is attached and has replicated something), which, with
+  /// `cluster_rig_options::announce_hostname`, names every node by that hostname.
   std::string not_ready() const;
   /// Polls `not_ready()` until it is "", writing one key per master (`cluster-rig-warm-up-<n>`,
   /// value "1", at most every 100 ms) whenever a replica is missing (the §4.2 gotcha). Throws `std::runtime_error` with what is missing and the log tails after
