@@ -72,11 +72,20 @@ class contenders {
     }, limit);
   }
 
+  // A section for a failure message, its times in ms from `base`.
+  static std::string describe(const record& r, steady::time_point base) {
+    auto at = [&](steady::time_point t) { return std::to_string(std::chrono::duration<double, std::milli>(t - base).count()); };
+    return "holder " + std::to_string(r.holder) + " [" + at(r.s.start) + ", " + at(r.s.stop) + "] valid until " +
+           at(r.s.valid_until) + (r.s.valid ? " valid" : " not valid") + ", unlock " + soak::result_name(r.s.unlock) +
+           ", depth " + std::to_string(r.s.depth);
+  }
+
   // The checker (soak_test's rules). Returns the number of sections checked.
   std::size_t check() {
     std::lock_guard<std::mutex> g(mu_);
     auto all = records_;
     std::sort(all.begin(), all.end(), [](const record& a, const record& b) { return a.s.start < b.s.start; });
+    const auto base = all.empty() ? steady::now() : all.front().s.start;
     std::size_t told = 0;
     for (auto& r : all) {
       told += r.s.told();
@@ -92,9 +101,11 @@ class contenders {
         const auto a_until = std::min(a.s.stop, a.s.valid_until);
         const auto b_until = std::min(b.s.stop, b.s.valid_until);
         EXPECT_FALSE(b.s.start < std::min(a_until, b_until))
-            << "the valid windows of holders " << a.holder << " and " << b.holder << " on " << a.lock << " overlap";
-        EXPECT_TRUE(a.s.told() || b.s.told())
-            << "holders " << a.holder << " and " << b.holder << " overlap on " << a.lock << " and neither was told";
+            << "the valid windows of holders " << a.holder << " and " << b.holder << " on " << a.lock << " overlap: "
+            << describe(a, base) << " / " << describe(b, base);
+        EXPECT_TRUE(a.s.told() || b.s.told()) << "holders " << a.holder << " and " << b.holder << " overlap on " << a.lock
+                                              << " and neither was told: " << describe(a, base) << " / "
+                                              << describe(b, base);
       }
     std::printf("sections %zu, told %zu, try_lock errors %lld (unexpected %lld)\n", all.size(), told,
                 errors_.load(), unexpected_.load());
