@@ -91,6 +91,15 @@ class cluster_topology final : public topology {
     auto c = std::make_shared<call>(std::move(r), clock::now() + cfg_.request_timeout);
     c->slot = key_slot(c->req.key);
     c->req.key = {};  // read during exec only
+    // An undo goes right behind the request it undoes, on the node that was sent it, even if the
+    // table has moved the slot since: on another node it could delete a hold its owner took there
+    // meanwhile (the same owner's field). An undo that could not reach its node pins the slot's
+    // undos there (the lock layer sends it again until it is answered): a resend must not follow
+    // the owner's next attempt to the new node.
+    if (c->req.follows) {
+      if (auto p = pinned_.find(c->slot); p != pinned_.end()) return send(c, *p->second, false);
+      if (!served_.empty() && served_[c->slot] != nullptr) return send(c, *served_[c->slot], false);
+    }
     send(c, route_slot(c->slot), false);
   }
 
@@ -285,6 +294,10 @@ class cluster_topology final : public topology {
 
   void send(const call_ptr& c, entry& to, bool asking) {
     c->asking = asking;
+    if (!c->req.follows) {
+      if (served_.empty()) served_.assign(cluster_slot_count, nullptr);
+      served_[c->slot] = &to;
+    }
     auto h = [this, alive = alive_, c, from = to.address](std::error_code ec, reply r) mutable {
       if (!*alive) return complete(*c, ec ? ec : std::error_code(errc::client_closed), std::move(r), nullptr);
       if (closed_) return finish(*c, ec ? ec : std::error_code(errc::client_closed), std::move(r));
@@ -322,16 +335,24 @@ class cluster_topology final : public topology {
   void on_answer(const call_ptr& c, const node_address& from, std::error_code ec, reply r) {
     using k = route_answer::kind;
     auto a = classify(from, ec, r);
+    // An undo that its node answered (anything, even MOVED: it serves the slot no more, and what
+    // the attempt did there went with it) unpins the slot; one that could not reach it pins it.
+    if (c->req.follows) {
+      if (a.type == k::error_before_write || a.type == k::error_after_write) pinned_[c->slot] = &node_at(from);
+      else unpin(c->slot, from);
+    }
     if (a.type == k::ok || a.type == k::other_error) return finish(*c, ec, std::move(r));
     const bool redirect = a.type == k::moved || a.type == k::ask;
+    // An undo is never re-routed (see exec): it may wait out a TRYAGAIN or LOADING on its node, no
+    // more; it fails, and the lock layer re-checks the hold.
+    if (c->req.follows && a.type != k::tryagain && a.type != k::loading && a.type != k::masterdown)
+      return finish(*c, ec ? ec : std::error_code(errc::server_error), std::move(r));
     // Until a cluster has shown itself, a failure is the standalone topology's: said at once; but
     // a seed that cannot be reached leaves the others to try.
     const bool other_seed = mode_ == mode::unknown && a.type == k::error_before_write && entries_.size() > 1;
     if (mode_ != mode::cluster && !redirect && a.type != k::clusterdown && !other_seed)
       return finish(*c, ec, std::move(r));
     if (redirect && mode_ == mode::unknown) want_refresh();
-    // An undo must reach the node that served the attempt before it: never another.
-    if (c->req.follows && redirect) return finish(*c, ec, std::move(r));
     auto act = c->fsm.resume(a, clock::now());
     using act_k = route_action::kind;
     switch (act.type) {
@@ -360,6 +381,11 @@ class cluster_topology final : public topology {
         });
       }
     }
+  }
+
+  // An undo was answered on `from`: later undos of the slot route as usual again.
+  void unpin(std::uint16_t slot, const node_address& from) {
+    if (auto p = pinned_.find(slot); p != pinned_.end() && p->second->address == from) pinned_.erase(p);
   }
 
   template <class F>
@@ -561,6 +587,10 @@ class cluster_topology final : public topology {
   std::size_t sub_cursor_ = 0;
   std::list<call_ptr> waiting_;  // requests in a backoff
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  // The node each slot's last request (not an undo) was sent to: where an undo must go. Empty until
+  // the first routed request (16384 pointers: one client's cost in a cluster).
+  std::vector<entry*> served_;
+  std::unordered_map<std::uint16_t, entry*> pinned_;  // slots whose undos wait for their node
   mode mode_ = mode::unknown;
   entry* single_ = nullptr;  // mode single: the server that said it is not a cluster
   bool started_ = false;
