@@ -520,6 +520,9 @@ class cluster_topology final : public topology {
       for (auto& e : entries_) e->n->set_auto_ack(true);
       sub_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_sub(std::move(done)); });
     }
+    // A pinned node the table no longer lists is gone for good: nothing it ran remains to undo.
+    for (auto it = pinned_.begin(); it != pinned_.end();)
+      it = map_.find(it->second->address) ? std::next(it) : pinned_.erase(it);
     // One command connection per master, open before the first request needs it.
     for (auto& r : map_.ranges()) node_at(map_.nodes()[r.master].address);
     for (auto& e : entries_) e->n->refresh_replicas();
