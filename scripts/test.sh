@@ -41,6 +41,8 @@ run_release() {
   cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$jobs"
   run_ctest build -j"$jobs" --timeout 300
+  # The long cluster soak (Release only): each fault sequence of cluster_chaos_test four times.
+  REDLEASE_CLUSTER_ROUNDS=4 build/tests/integration/cluster_chaos_test --gtest_brief=1
 }
 
 run_clang() {

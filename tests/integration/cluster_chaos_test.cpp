@@ -6,9 +6,12 @@
 // windows [start, min(end, valid_until)] of two holders of one lock never overlap; an overlap of
 // whole sections only where one side was told it lost the lock; every unlock succeeds or says
 // lock_lost; every contender keeps acquiring. One rig for the binary; the fault sequence is fixed.
+// REDLEASE_CLUSTER_ROUNDS=N repeats each test's faults N times (1 by default; scripts/test.sh's
+// Release section runs a longer pass).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <cstdio>
 #include <map>
@@ -29,6 +32,14 @@ namespace redlease::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+int rounds() {
+  if (const char* s = std::getenv("REDLEASE_CLUSTER_ROUNDS")) {
+    const int n = std::atoi(s);
+    if (n > 0) return n;
+  }
+  return 1;
+}
 
 struct record {
   std::string lock;
@@ -186,26 +197,31 @@ class cluster_chaos_test : public cluster_suite {
 TEST_F(cluster_chaos_test, failovers_under_load) {
   contenders load(names("chaos:failover"), cfg());
   ASSERT_TRUE(load.progress(3, 10s));
-  for (auto m : rig_->masters()) {
-    rig_->failover(rig_->replica_of(m));
-    EXPECT_TRUE(load.progress(3, 10s)) << "after the failover of " << m;
+  for (int round = 0; round < rounds(); ++round) {
+    for (auto m : rig_->masters()) {
+      rig_->failover(rig_->replica_of(m));
+      EXPECT_TRUE(load.progress(3, 10s)) << "after the failover of " << m;
+    }
+    rig_->wait_ready(20s);
   }
   load.stop();
   EXPECT_GT(load.check(), 0u);
 }
 
 TEST_F(cluster_chaos_test, a_frozen_master_is_replaced_under_load) {
-  const auto masters = rig_->masters();
   contenders load(names("chaos:frozen"), cfg());
   ASSERT_TRUE(load.progress(3, 10s));
-  const auto frozen = masters[1];
-  const auto replica = rig_->replica_of(frozen);
-  const auto t0 = steady::now();
-  rig_->pause(frozen);
-  rig_->wait_promoted(replica, steady::now() + 20s);
-  std::printf("replica elected %lld ms after the freeze\n", ms_since(t0));
-  EXPECT_TRUE(load.progress(3, 10s)) << "after the election";
-  rig_->resume(frozen);
+  for (int round = 0; round < rounds(); ++round) {
+    const auto frozen = rig_->masters()[static_cast<std::size_t>(1 + round) % 3];
+    const auto replica = rig_->replica_of(frozen);
+    const auto t0 = steady::now();
+    rig_->pause(frozen);
+    rig_->wait_promoted(replica, steady::now() + 20s);
+    std::printf("replica elected %lld ms after the freeze\n", ms_since(t0));
+    EXPECT_TRUE(load.progress(3, 10s)) << "after the election";
+    rig_->resume(frozen);
+    rig_->wait_ready(20s);
+  }
   load.stop();
   EXPECT_GT(load.check(), 0u);
 }
@@ -216,7 +232,7 @@ TEST_F(cluster_chaos_test, resharding_under_load) {
   ASSERT_TRUE(load.progress(3, 10s));
   // Every lock's slot goes to the next master and back, three times, keys and all, while the
   // contenders hold and wait.
-  for (int round = 0; round < 3; ++round)
+  for (int round = 0; round < 3 * rounds(); ++round)
     for (const auto& n : lock_names) {
       const int slot = rig_->slot_of(n);
       const auto from = rig_->master_of_slot(slot);
