@@ -520,6 +520,17 @@ std::string info_field(raw_conn& c, std::string_view section, std::string_view f
   return r.str.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
 }
 
+row attempt_row(const std::string& name, const std::function<row()>& fn) {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    row r;
+    r.name = name;
+    r.error = e.what();
+    return r;
+  }
+}
+
 double redis_cpu_seconds(raw_conn& c) {
   auto r = c.command({"INFO", "cpu"});
   auto get = [&](std::string_view k) {

@@ -54,7 +54,16 @@ struct section_run {
   std::function<bool(std::string_view)> wanted;  // --only
   std::function<void(row)> emit;                 // prints a row and keeps it
   std::string fake_uuid;  // the ceilings' owner id (36 characters, like a client's)
+  std::size_t watchdog_locks = 0;  // the locks of B4-cluster (cluster_bench.cpp); 0: no such case
+  double watchdog_window_s = 10;   // how long B4-cluster holds them
+  /// The single-server B4 (redlease_bench.cpp) as row `name`: `n` locks held for `window_s` against
+  /// the server at `url`, which the section starts for it.
+  std::function<row(const std::string& url, const std::string& name, std::size_t n, double window_s)>
+      watchdog_single;
 };
+
+/// The row `fn` makes for the case `name`, or, if it throws, a row of that name with the error.
+row attempt_row(const std::string& name, const std::function<row()>& fn);
 
 /// Appends one RESP command (array of bulk strings).
 void encode(std::string& out, std::initializer_list<std::string_view> args);

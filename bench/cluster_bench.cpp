@@ -9,12 +9,19 @@
 // the single-server pair ceiling's method (redlease_bench.cpp, ceiling_pairs) on each of those N
 // masters at once, a raw connection and a thread each, 4,096 keys of its own slots per phase, the
 // nodes' pair rates summed; the case divides by the best of depths 16, 64 and 256.
+//
+// B4-cluster-Nk: B4 (the watchdog at scale) on the cluster, N thousand locks of one owner on a
+// client pointed at the first node, their names spread over every slot; against
+// B4-cluster-single-Nk, the single-server B4 of as many locks on a private server of the section's
+// own, run just before.
 #include "cluster_bench.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <stdexcept>
@@ -24,6 +31,7 @@
 #include "redlease/redlease.hpp"
 #include "redlease_lua.hpp"
 #include "topology/cluster_slot.hpp"
+#include "watchdog_support.hpp"
 
 namespace redlease::cli::bench {
 namespace {
@@ -296,15 +304,131 @@ row async_case(const section_run& run, cluster& cl, std::size_t k) {
   return r;
 }
 
+std::string thousands(std::size_t n) { return std::to_string(n / 1000) + "k"; }
+
+// B4 on the cluster: the single-server case's acquisition, hold and checks (watchdog_support.hpp),
+// each key's PTTL, EXISTS and DEL sent to its own master, the server-side figures per master.
+row watchdog_case(const section_run& run, cluster& cl, const std::string& name, std::size_t n) {
+  row r;
+  r.name = name;
+  std::vector<std::string> keys(n);
+  std::vector<std::vector<std::string>> on(masters);
+  std::vector<bool> slot_used(16384, false);
+  std::vector<double> slots(masters, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    keys[i] = run.prefix + name + ":" + std::to_string(i);
+    const auto m = master_of(keys[i]);
+    on[m].push_back(keys[i]);
+    const auto slot = static_cast<std::size_t>(detail::key_slot(keys[i]));
+    if (!slot_used[slot]) ++slots[m];
+    slot_used[slot] = true;
+  }
+  config cfg = cl.cfgs[0];
+  cfg.client_name = run.cfg.client_name;
+  cfg.watchdog_timeout = watchdog_lease;
+  std::atomic<long long> lost{0};
+  std::vector<float> lat;
+  struct mark {
+    steady::time_point t;
+    double cpu = 0;
+    std::vector<double> nodes, calls, reads;
+    client_stats st;
+  } a, b;
+  auto sample = [&](mark& s, const client& c) {
+    s.nodes = cl.redis_cpu();
+    s.calls.clear();
+    s.reads.clear();
+    for (auto& m : cl.meters) {
+      // The renewals are EVALSHA; an EVAL would follow a NOSCRIPT.
+      s.calls.push_back(command_calls(*m, "evalsha") + command_calls(*m, "eval"));
+      s.reads.push_back(std::strtod(info_field(*m, "stats", "total_reads_processed").c_str(), nullptr));
+    }
+    s.st = c.stats();
+    s.cpu = process_cpu_seconds();
+    s.t = steady::now();
+  };
+  long long min_ttl = -1;
+  double acquire_s = 0;
+  client_stats end_stats;
+  {
+    client c{cfg};
+    c.ping();
+    acquire_s = acquire_all(c, keys, lost, lat);
+    std::vector<std::vector<std::string>> probe;
+    for (auto& k : on) probe.push_back(spread_sample(k, 64 / masters));
+    sample(a, c);
+    // Every 200 ms, a PTTL pass over a few keys of each master: the watchdog's margin on each.
+    const auto end = a.t + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>(run.watchdog_window_s));
+    while (steady::now() < end) {
+      for (std::size_t m = 0; m < masters; ++m) {
+        const auto t = min_pttl(*cl.meters[m], probe[m]);
+        if (t && (min_ttl < 0 || *t < min_ttl)) min_ttl = *t;
+      }
+      std::this_thread::sleep_for(std::min<steady::duration>(std::chrono::milliseconds(200), end - steady::now()));
+    }
+    sample(b, c);
+    end_stats = c.stats();
+  }
+  double alive = 0;
+  for (std::size_t m = 0; m < masters; ++m) alive += static_cast<double>(keys_command(*cl.meters[m], "EXISTS", on[m], 1).int_sum);
+  for (std::size_t m = 0; m < masters; ++m) keys_command(*cl.meters[m], "DEL", on[m], 1);
+
+  const double secs = std::chrono::duration<double>(b.t - a.t).count();
+  const double intervals = secs / watchdog_interval_s;
+  const double nd = static_cast<double>(n);
+  const double renewed = static_cast<double>(b.st.renewed_locks - a.st.renewed_locks);
+  const double cmds = static_cast<double>(b.st.commands - a.st.commands);
+  const double writes = static_cast<double>(b.st.writes - a.st.writes);
+  const double redis = b.nodes.back() - a.nodes.back();
+  r.ops_per_s = renewed / secs;  // an op here is one lock renewal
+  r.rt_per_op = renewed > 0 ? cmds / renewed : 0;
+  r.redis_us_per_op = renewed > 0 ? redis * 1e6 / renewed : 0;
+  r.client_us_per_op = renewed > 0 ? (b.cpu - a.cpu) * 1e6 / renewed : 0;
+  r.p50_us = percentile(lat, 0.5);  // acquisition latency while taking them (1,000 in flight)
+  r.p99_us = percentile(lat, 0.99);
+  r.num("locks", nd);
+  r.num("alive", alive);
+  r.num("watched", static_cast<double>(end_stats.watched_locks));
+  r.num("lost", static_cast<double>(lost.load()));
+  r.num("masters", static_cast<double>(masters));
+  r.num("round_trips_per_interval", cmds / intervals);
+  r.num("renew_calls_per_interval", static_cast<double>(b.st.renew_calls - a.st.renew_calls) / intervals);
+  r.num("writes_per_interval", writes / intervals);
+  // client_stats sums its connections: per master, the client's writes divided by the masters.
+  r.num("writes_per_node_per_interval", writes / intervals / static_cast<double>(masters));
+  r.num("renewals_per_lock_per_interval", renewed / nd / intervals);
+  r.num("min_ttl_ms", static_cast<double>(min_ttl));
+  r.num("acquire_per_s", nd / acquire_s);
+  r.num("redis_cpu_pct", 100 * redis / secs);
+  r.num("client_cpu_pct", 100 * (b.cpu - a.cpu) / secs);
+  r.num("window_s", secs);
+  for (std::size_t m = 0; m < masters; ++m) {
+    const std::string p = "node" + std::to_string(m) + "_";
+    const double share = static_cast<double>(on[m].size()) / nd;
+    r.num(p + "locks", static_cast<double>(on[m].size()));
+    r.num(p + "slots_with_locks", slots[m]);
+    r.num(p + "script_calls_per_interval", (b.calls[m] - a.calls[m]) / intervals);
+    // The server's read events (INFO stats), the bench's own PTTL and INFO commands included.
+    r.num(p + "server_reads_per_interval", (b.reads[m] - a.reads[m]) / intervals);
+    r.num(p + "redis_cpu_pct", 100 * (b.nodes[m] - a.nodes[m]) / secs);
+    r.num(p + "redis_us_per_renewal", renewed > 0 ? (b.nodes[m] - a.nodes[m]) * 1e6 / (renewed * share) : 0);
+  }
+  return r;
+}
+
 }  // namespace
 
-const std::vector<std::string>& cluster_case_names() {
-  static const std::vector<std::string> names{"B2-async-cluster-1", "B2-async-cluster-2", "B2-async-cluster-3"};
+std::vector<std::string> cluster_case_names(std::size_t watchdog_locks) {
+  std::vector<std::string> names{"B2-async-cluster-1", "B2-async-cluster-2", "B2-async-cluster-3"};
+  if (watchdog_locks > 0) {
+    names.push_back("B4-cluster-single-" + thousands(watchdog_locks));
+    names.push_back("B4-cluster-" + thousands(watchdog_locks));
+  }
   return names;
 }
 
 void run_cluster_cases(const section_run& run) {
-  const auto& names = cluster_case_names();
+  const auto names = cluster_case_names(run.watchdog_locks);
   if (std::none_of(names.begin(), names.end(), [&](const std::string& n) { return run.wanted(n); })) return;
   auto fail_all = [&](const std::string& why) {
     for (auto& n : names)
@@ -353,6 +477,36 @@ void run_cluster_cases(const section_run& run) {
     }
     run.emit(std::move(r));
   }
+  if (run.watchdog_locks == 0) return;
+  const std::string single = names[masters], on_cluster = names[masters + 1];
+  auto attempt = [&](const std::string& name, auto&& fn) {
+    if (run.wanted(name)) run.emit(attempt_row(name, fn));
+  };
+  // The reference, as many locks on a standalone server of its own (no other keys, a fresh server
+  // like the cluster's masters).
+  double single_us = 0;
+  attempt(single, [&] {
+    if (!run.watchdog_single) throw std::runtime_error("no single-server B4 given");
+    local::redis_server server;
+    auto r = run.watchdog_single(server.url(), single, run.watchdog_locks, run.watchdog_window_s);
+    single_us = r.redis_us_per_op;
+    return r;
+  });
+  attempt(on_cluster, [&] {
+    auto r = watchdog_case(run, *cl, on_cluster, run.watchdog_locks);
+    if (single_us > 0) {
+      r.num("single_redis_us_per_renewal", single_us);
+      r.num("redis_cpu_vs_single", r.redis_us_per_op / single_us);
+    }
+    r.note = num("%.0f", r.get("locks")) + " locks: " + num("%.0f", r.get("renew_calls_per_interval")) +
+             " script calls/interval (" + num("%.0f", r.get("node0_script_calls_per_interval")) + ", " +
+             num("%.0f", r.get("node1_script_calls_per_interval")) + ", " +
+             num("%.0f", r.get("node2_script_calls_per_interval")) + " per master), " +
+             num("%.1f", r.get("writes_per_node_per_interval")) + " writes/node/interval; redis " +
+             num("%.2f", r.redis_us_per_op) + " us/renewal, " + num("%.2f", r.get("redis_cpu_vs_single")) +
+             "x single; min TTL " + num("%.0f", r.get("min_ttl_ms")) + " ms";
+    return r;
+  });
 }
 
 }  // namespace redlease::cli::bench

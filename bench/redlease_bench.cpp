@@ -32,6 +32,7 @@
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 #include "redlock_bench.hpp"
+#include "watchdog_support.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -810,9 +811,10 @@ row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double 
   row r;
   r.name = name;
   auto cfg = x.cfg;
-  cfg.watchdog_timeout = 3000ms;
-  const double interval_s = 1.0;  // watchdog_timeout / 3
-  auto key = [&](std::size_t i) { return x.prefix + name + ":" + std::to_string(i); };
+  cfg.watchdog_timeout = bench::watchdog_lease;
+  const double interval_s = bench::watchdog_interval_s;
+  std::vector<std::string> keys(n);  // before the memory baseline: not the client's
+  for (std::size_t i = 0; i < n; ++i) keys[i] = x.prefix + name + ":" + std::to_string(i);
   std::atomic<long long> lost{0};
   std::size_t heap0 = 0, rss0 = 0, heap1 = 0, rss1 = 0;
   std::vector<float> acq_lat;
@@ -830,53 +832,16 @@ row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double 
     }
     heap0 = bench::heap_in_use();
     rss0 = bench::rss_bytes();
-    // Acquire all: 1,000 async acquisitions in flight, each completion starting the next.
-    const owner_id owner = c.new_owner();
-    std::atomic<std::size_t> next{0};
-    std::atomic<int> live{0};
-    std::promise<void> done;
-    std::string error;
-    std::vector<steady::time_point> t0(n);
-    acq_lat.resize(n);
-    std::function<void()> chain = [&] {
-      std::size_t i = next.fetch_add(1);
-      if (i >= n) {
-        if (live.fetch_sub(1) == 1) done.set_value();
-        return;
-      }
-      auto l = c.lock(key(i));
-      l.on_lost([&](const lost_info&) { ++lost; });
-      t0[i] = steady::now();
-      l.async_lock(owner, [&, i](std::error_code ec) {
-        acq_lat[i] = std::chrono::duration<float, std::micro>(steady::now() - t0[i]).count();
-        if (ec && error.empty()) error = "async_lock: " + ec.message();
-        chain();
-      });
-    };
-    const int window = static_cast<int>(std::min<std::size_t>(1000, n));
-    live = window;
-    auto fut = done.get_future();
-    auto ta = steady::now();
-    for (int w = 0; w < window; ++w) chain();
-    fut.wait();
-    acquire_s = secs_between(ta, steady::now());
-    if (!error.empty()) throw std::runtime_error(error);
-    std::vector<steady::time_point>().swap(t0);
+    acquire_s = bench::acquire_all(c, keys, lost, acq_lat);
 
     // Hold them: the watchdog alone talks to the server. Sample a few keys' TTL meanwhile.
     a = take(x, &c);
     auto end = a.t + std::chrono::duration<double>(window_s);
-    std::size_t nsample = std::min<std::size_t>(n, 64);
     // One PTTL pass over 64 spread keys every 200 ms; the minimum is the watchdog's safety margin.
-    std::string sample;
-    for (std::size_t i = 0; i < nsample; ++i) bench::encode(sample, {"PTTL", key(i * n / nsample)});
-    auto sample_once = [&] {
-      x.meter->send(sample);
-      auto t = x.meter->read(nsample);
-      if (t.integer == nsample && (min_ttl < 0 || t.int_min < min_ttl)) min_ttl = t.int_min;
-    };
+    const auto sample = bench::spread_sample(keys, 64);
     while (steady::now() < end) {
-      sample_once();
+      const auto t = bench::min_pttl(*x.meter, sample);
+      if (t && (min_ttl < 0 || *t < min_ttl)) min_ttl = *t;
       std::this_thread::sleep_for(std::min<steady::duration>(200ms, std::chrono::duration_cast<steady::duration>(end - steady::now())));
     }
     b = take(x, &c);
@@ -886,40 +851,22 @@ row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double 
   }  // the client closes: no more renewals
 
   // Every key still there? EXISTS over all of them, 1,000 keys per command, all in one write.
-  std::string q;
-  std::size_t cmds = 0;
-  for (std::size_t i = 0; i < n; i += 1000) {
-    std::vector<std::string> args{"EXISTS"};
-    for (std::size_t j = i; j < std::min(n, i + 1000); ++j) args.push_back(key(j));
-    bench::encode(q, args);
-    ++cmds;
-  }
-  x.meter->send(q);
-  auto alive = x.meter->read(cmds).int_sum;
+  auto alive = bench::keys_command(*x.meter, "EXISTS", keys, 1000).int_sum;
   // The server's own floor for this case, in the same run: one plain PEXPIRE per lock (no owner
   // check, no script), pipelined on one connection. Renewing every lock once per interval cannot
   // cost Redis less than this.
-  std::string pexpire;
-  for (std::size_t i = 0; i < n; ++i) bench::encode(pexpire, {"PEXPIRE", key(i), "3000"});
+  const std::string lease_ms = std::to_string(bench::watchdog_lease.count());
   double floor_cpu_s = 0;
   for (int pass = 0; pass < 3; ++pass) {
     double c0 = bench::redis_cpu_seconds(*x.meter);
-    x.meter->send(pexpire);
-    x.meter->read(n);
+    bench::keys_command(*x.meter, "PEXPIRE", keys, 1, {lease_ms});
     double used = bench::redis_cpu_seconds(*x.meter) - c0;
     floor_cpu_s = pass == 0 ? used : std::min(floor_cpu_s, used);
   }
-  std::string().swap(pexpire);
   // Clean up.
-  std::string del;
-  for (std::size_t i = 0; i < n; i += 1000) {
-    std::vector<std::string> args{"DEL"};
-    for (std::size_t j = i; j < std::min(n, i + 1000); ++j) args.push_back(key(j));
-    bench::encode(del, args);
-  }
-  bench::encode(del, {"DEL", x.prefix + name + ":warm"});
-  x.meter->send(del);
-  x.meter->read(cmds + 1);
+  keys.push_back(x.prefix + name + ":warm");
+  bench::keys_command(*x.meter, "DEL", keys, 1000);
+  keys.pop_back();
 
   double secs = secs_between(a.t, b.t);
   double renew_calls = static_cast<double>(b.st.renew_calls - a.st.renew_calls);
@@ -934,6 +881,7 @@ row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double 
   r.num("lost", static_cast<double>(lost.load()));
   r.num("round_trips_per_interval", (static_cast<double>(b.st.commands - a.st.commands)) / intervals);
   r.num("renew_calls_per_interval", renew_calls / intervals);
+  r.num("writes_per_interval", static_cast<double>(b.st.writes - a.st.writes) / intervals);
   r.num("renewals_per_lock_per_interval", renewed / nd / intervals);
   r.num("bytes_per_lock", (static_cast<double>(heap1) - static_cast<double>(heap0)) / nd);
   r.num("rss_bytes_per_lock", (static_cast<double>(rss1) - static_cast<double>(rss0)) / nd);
@@ -1058,16 +1006,7 @@ int run_bench(options opt) {
     }
 
   auto attempt = [&](const std::string& name, auto&& fn) {
-    if (!x.wanted(name)) return;
-    row r;
-    try {
-      r = fn();
-    } catch (const std::exception& e) {
-      r = row{};
-      r.name = name;
-      r.error = e.what();
-    }
-    emit(x, std::move(r));
+    if (x.wanted(name)) emit(x, bench::attempt_row(name, fn));
   };
   std::vector<std::string> expected;
   auto want = [&](const std::string& name) {
@@ -1243,14 +1182,27 @@ int run_bench(options opt) {
   for (auto& n : bench::redlock_case_names()) want(n);
   bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
                             [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
-                            x.fake_uuid});
+                            x.fake_uuid, 0, 0, {}});
 
   // Redis Cluster (bench/cluster_bench.cpp): a private cluster of its own, only with --cluster.
   if (opt.cluster) {
-    for (auto& n : bench::cluster_case_names()) want(n);
+    const std::size_t b4_locks = opt.quick ? 10000 : 100000;
+    for (auto& n : bench::cluster_case_names(b4_locks)) want(n);
+    // Its B4 compares with the single-server B4 of the same locks, on a server of the section's own.
+    auto single_b4 = [&](const std::string& server_url, const std::string& name, std::size_t n, double secs) {
+      bench_ctx y;
+      y.opt = opt;
+      y.cfg = make_config(server_url);
+      y.cfg.client_name = x.cfg.client_name;
+      y.cfg.sync_wait = x.cfg.sync_wait;
+      y.cfg.sync_lane = x.cfg.sync_lane;
+      y.meter = std::make_unique<bench::raw_conn>(y.cfg);
+      y.prefix = x.prefix;
+      return watchdog_scale(y, name, n, secs, idle_redis_cpu_pct(y, opt.quick ? 0.5 : 1.0));
+    };
     bench::run_cluster_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
                               [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
-                              x.fake_uuid});
+                              x.fake_uuid, b4_locks, window, single_b4});
   }
 
   if (!opt.json) std::cout << "\nRT = commands sent by the client (both connections) per op. CPU per op: process "
@@ -1287,8 +1239,9 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_option("--sync-wait", opt->sync_wait, "How blocking calls wait (config::sync_wait): latency or cpu")
       ->check(CLI::IsMember({"latency", "cpu"}));
   cmd.add_flag("--cluster", opt->cluster,
-               "Also the Redis Cluster cases B2-async-cluster-1, -2, -3 (a private 3-master cluster; "
-               "--only B2-async-cluster for them alone)");
+               "Also the Redis Cluster cases B2-async-cluster-1, -2, -3 and B4-cluster-100k (10k with "
+               "--quick) with its single-server reference B4-cluster-single-100k (a private 3-master cluster "
+               "and a private server; --only B2-async-cluster or B4-cluster for them alone)");
   cmd.add_flag("--no-ceiling", opt->no_ceiling, "Skip the ceiling (profiling aid; no ratios)")->group("");
   cmd.callback([&action, opt] { action = [opt] { return run_bench(*opt); }; });
 }
