@@ -41,7 +41,7 @@ run_release() {
   cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build build -j"$jobs"
   run_ctest build -j"$jobs" --timeout 300
-  # The long cluster soak (Release only): each fault sequence of cluster_chaos_test four times.
+  # The long cluster soak (Release only): cluster_chaos_test's freeze and resharding four times.
   REDLEASE_CLUSTER_ROUNDS=4 build/tests/integration/cluster_chaos_test --gtest_brief=1
 }
 
