@@ -137,7 +137,7 @@ class contenders {
         if (ec) note_error(ec);
         continue;
       }
-      auto s = soak::critical_section(l, true, rng);
+      auto s = soak::critical_section(l, true, rng, 15s);
       std::lock_guard<std::mutex> g(mu_);
       records_.push_back({l.name(), holder, s});
       ++acquired_[static_cast<std::size_t>(holder)];

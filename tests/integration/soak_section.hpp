@@ -73,10 +73,23 @@ struct held_section {
 };
 
 /// Right after a successful try_lock: a short section (a quarter of the reentrant ones re-entered),
-/// valid() and valid_until(), then unlock, each unlock retried up to three times on transient errors.
-inline held_section critical_section(detail::lock_handle& l, bool reentrant, std::minstd_rand& rng) {
+/// valid() and valid_until(), then unlock, each unlock retried up to three times on transient errors,
+/// and on until `patience` has passed since the first try (a cluster is down, and its masters answer
+/// CLUSTERDOWN, until a frozen master's replica is elected: seconds under the sanitizers).
+inline held_section critical_section(detail::lock_handle& l, bool reentrant, std::minstd_rand& rng,
+                                     std::chrono::milliseconds patience = {}) {
   using std::chrono::milliseconds;
   held_section s;
+  // Retries an unlock while its error is transient, at least three tries, then until `patience`.
+  auto unlock = [&](std::error_code& out) {
+    const auto first = steady::now();
+    for (int i = 0;; ++i) {
+      l.unlock(out);
+      if (!transient(out)) return;
+      if (out == errc::request_timeout) s.unlock_timed_out = true;
+      if (i >= 2 && steady::now() - first >= patience) return;
+    }
+  };
   s.start = steady::now();
   std::error_code ec;
   if (reentrant && rng() % 4 == 0) {
@@ -85,22 +98,12 @@ inline held_section critical_section(detail::lock_handle& l, bool reentrant, std
   }
   std::this_thread::sleep_for(milliseconds(rng() % 15));  // the section's work
   std::error_code inner;
-  if (s.depth == 2) {
-    for (int i = 0; i < 3; ++i) {
-      l.unlock(inner);
-      if (!transient(inner)) break;
-      if (inner == errc::request_timeout) s.unlock_timed_out = true;
-    }
-  }
+  if (s.depth == 2) unlock(inner);
   std::this_thread::sleep_for(milliseconds(rng() % 5));
   s.stop = steady::now();
   s.valid_until = l.valid_until();
   s.valid = l.valid();
-  for (int i = 0; i < 3; ++i) {
-    l.unlock(s.unlock);
-    if (!transient(s.unlock)) break;
-    if (s.unlock == errc::request_timeout) s.unlock_timed_out = true;
-  }
+  unlock(s.unlock);
   // A lost hold is dropped whole at its first unlock: the outer unlock then reports not_owner.
   if (inner == errc::lock_lost && s.unlock == errc::not_owner) s.unlock = inner;
   return s;
