@@ -75,10 +75,12 @@ struct lock_layout {
   /// empty for the other kinds.
   std::string deadlines_key;
   /// The fencing token key (a string holding the last token handed out; one sequence per name,
-  /// shared by the reentrant and the fair lock, and by the read and the write lock).
+  /// shared by the reentrant and the fair lock, and by the read and the write lock); empty for the
+  /// count-down latch, which hands out none.
   std::string token_key;
   /// The pattern (`*`: a release's request id) of the keys that latch a release against a retry,
-  /// so it is applied once; empty for the mutex, whose release needs none.
+  /// so it is applied once (the count-down latch's: a `try_set_count` or `count_down` call); empty
+  /// for the mutex, whose release needs none.
   std::string latch_key_pattern;
   /// The pattern of a read hold's per-level timeout keys (first `*`: the owner field, second: the
   /// level from 1); empty except for the read and write kinds. The scripts write them without

@@ -14,6 +14,7 @@
 #include "redlease/client_card.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
+#include "redlease/latch.hpp"
 #include "redlease/layout.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/multi_lock.hpp"

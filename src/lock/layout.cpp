@@ -42,6 +42,7 @@ std::string_view token_prefix(lock_kind kind) {
     case lock_kind::mutex: return "redlease_mutex_token";
     case lock_kind::read:
     case lock_kind::write: return "redlease_rwlock_token";
+    case lock_kind::latch: return {};  // no fencing: no token key
     case lock_kind::reentrant:
     case lock_kind::fair: break;
   }
@@ -81,7 +82,7 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
   if (p == "*") return {{0, "*"}};
   std::vector<ranked> out{{0, std::string(p)}};
   if (kind != lock_kind::mutex) out.push_back({1, derived(latch_prefix, p, ":*")});
-  out.push_back({2, derived(token_prefix(kind), p, "")});
+  if (kind != lock_kind::latch) out.push_back({2, derived(token_prefix(kind), p, "")});
   if (kind == lock_kind::fair) {
     out.push_back({3, derived(queue_prefix, p, "")});
     out.push_back({3, derived(deadlines_prefix, p, "")});
@@ -101,6 +102,12 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
 }
 
 std::vector<std::string> acl_channels(lock_kind kind, std::string_view p) {
+  if (kind == lock_kind::latch) {
+    // Redisson's latch channel always wraps the name in braces, a `{` in it or not.
+    constexpr std::string_view latch_channel = "redisson_countdownlatch__channel__";
+    if (p == "*") return {std::string(latch_channel) + "*"};
+    return {std::string(latch_channel) + "{" + std::string(p) + (open_pattern(p) ? "" : "}")};
+  }
   const std::string ch = detail::protocol_of(kind).channel(p);
   const std::string prefix = ch.substr(0, ch.find(':'));
   if (p == "*") return {prefix + ":*"};  // also the fair lock's waiter channels
@@ -133,6 +140,9 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     case lock_kind::fair:
       l.keys.push_back({n, "hash", "the lock: owner field -> hold count"});
       break;
+    case lock_kind::latch:
+      l.keys.push_back({n, "string", "the count-down latch: the count (missing: 0)"});
+      break;
   }
   if (kind == lock_kind::fair) {
     l.queue_key = tagged(queue_prefix, name);
@@ -140,11 +150,16 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     l.keys.push_back({l.queue_key, "list", "the waiters' queue, head first"});
     l.keys.push_back({l.deadlines_key, "zset", "each waiter's deadline in the queue (epoch ms)"});
   }
-  l.token_key = tagged(token_prefix(kind), name);
-  l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
+  if (kind != lock_kind::latch) {
+    l.token_key = tagged(token_prefix(kind), name);
+    l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
+  }
 
   const detail::lock_protocol& proto = detail::protocol_of(kind);
-  l.channels.push_back({proto.channel(name), "each release publishes here, waking the waiters", false});
+  if (kind == lock_kind::latch)
+    l.channels.push_back({proto.channel(name), "count changes: \"0\" reached zero, \"1\" a new count or a deletion", false});
+  else
+    l.channels.push_back({proto.channel(name), "each release publishes here, waking the waiters", false});
   if (kind == lock_kind::fair)
     l.channels.push_back({proto.waiter_channel(name, "*"), "the hand-off to the head of the queue alone", true});
 
