@@ -12,11 +12,7 @@
 -- PUBLISH goes through pcall: without the channel permission (or a channel in another slot, see
 -- docs/latch.md) the count still goes down, and waiters see it when they poll.
 local pub = ARGV[3]
-if pub ~= 'publish' and pub ~= 'spublish' then
-  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
-end
-local latched = redis.call('get', KEYS[2])
-if latched then return tonumber(latched) end
+-- #include latch_request.lua
 local v = redis.call('decr', KEYS[1])
 if v <= 0 then
   redis.call('del', KEYS[1])

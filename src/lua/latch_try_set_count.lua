@@ -8,11 +8,7 @@
 -- call sent again under the same request id gets the first one's answer.
 -- PUBLISH goes through pcall: without the channel permission the count is still set.
 local pub = ARGV[5]
-if pub ~= 'publish' and pub ~= 'spublish' then
-  return redis.error_reply('ERR publish command must be PUBLISH or SPUBLISH')
-end
-local latched = redis.call('get', KEYS[2])
-if latched then return tonumber(latched) end
+-- #include latch_request.lua
 local result = 0
 if redis.call('exists', KEYS[1]) == 0 then
   if tonumber(ARGV[3]) > 0 then
