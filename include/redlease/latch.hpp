@@ -4,11 +4,16 @@
 /// `RCountDownLatch` (docs/latch.md).
 #pragma once
 
+#include <asio/any_io_executor.hpp>
+#include <asio/async_result.hpp>
+
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
 #include <system_error>
+
+#include "redlease/detail/async.hpp"
 
 namespace redlease {
 
@@ -25,6 +30,7 @@ class client_impl;
 /// to read 0 (pub/sub, through the client's wait engine; each waiter also checks again at least every
 /// `config::mutex_poll_cap`, so a lost message or a latch that expires by its TTL holds no waiter
 /// longer than that). A deleted latch reads 0: its waiters pass, as Redisson's do.
+/// `async_count_down` and `async_await_for` are the async forms, with Asio completion tokens.
 ///
 /// A cheap handle (the client and the name): copyable, and thread-safe as the lock handles are (any
 /// number of threads may call any of its calls at once, on one handle or on copies). Every call
@@ -98,7 +104,32 @@ class count_down_latch {
   /// As above; on failure sets `ec` and returns false.
   bool delete_latch(std::error_code& ec);
 
+  /// Async `count_down`. Completion signature `void(std::error_code)`; errors as `count_down`. The
+  /// handler runs on its associated executor (the client's if it has none), never inside this call.
+  template <class CompletionToken>
+  auto async_count_down(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [this](auto handler) {
+          async_count_down_impl(detail::erase_handler<std::error_code>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `await_for`: waits up to `timeout` for the count to read 0. Completion signature
+  /// `void(std::error_code, bool reached_zero)`; errors as `await_for`. It takes no cancellation
+  /// slot: its `timeout` bounds it (or the client's close, `errc::client_closed`).
+  template <class CompletionToken>
+  auto async_await_for(std::chrono::milliseconds timeout, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, timeout](auto handler) {
+          async_await_impl(timeout, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+
  private:
+  asio::any_io_executor executor() const;
+  void async_count_down_impl(detail::unique_function<void(std::error_code)> h);
+  void async_await_impl(std::chrono::milliseconds timeout, detail::unique_function<void(std::error_code, bool)> h);
   bool set_count(long long count, std::optional<std::chrono::milliseconds> ttl, std::error_code& ec);
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;

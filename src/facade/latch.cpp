@@ -66,20 +66,23 @@ long long request_latch_ttl(const detail::client_impl& c) {
   return std::max<ms>(ms(60000), 10 * c.cfg().request_timeout).count();
 }
 
-// Sends `script` with KEYS [name, request latch] and `argv` after them, blocking; its integer reply.
-long long call_latched(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
-                       const detail::lua_script& script, detail::arg_list argv, std::error_code& ec) {
-  const std::string request = detail::random_token();
+// Sends `script` with KEYS [name, request latch of a fresh request id] and `argv` after them; `done`
+// gets its reply, on the executor (or at once when the client is closed).
+void start_latched(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
+                   const detail::lua_script& script, const detail::arg_list& argv,
+                   detail::unique_function<void(std::error_code, reply)> done) {
   detail::arg_list a;
-  a.add(2LL).add(name).add(detail::latch_key(name, request));
+  a.add(2LL).add(name).add(detail::latch_key(name, detail::random_token()));
   a.buf += argv.buf;
   a.count += argv.count;
-  reply r = detail::sync_call<reply>(*c, ec, [&](auto done) {
-    c->run_or_fail([c, name, &script, a = std::move(a), done = std::move(done)](bool closed) mutable {
-      if (closed) return done(errc::client_closed, reply{});
-      send(std::make_shared<latched_call>(latched_call{c, name, &script, std::move(a), 0, std::move(done)}));
-    });
+  c->run_or_fail([c, name, &script, a = std::move(a), done = std::move(done)](bool closed) mutable {
+    if (closed) return done(errc::client_closed, reply{});
+    send(std::make_shared<latched_call>(latched_call{c, name, &script, std::move(a), 0, std::move(done)}));
   });
+}
+
+// The integer a latched script answers; `bad_reply` for anything else.
+long long integer_of(const reply& r, std::error_code& ec) {
   if (ec) return 0;
   if (!r.is_integer()) {
     ec = errc::bad_reply;
@@ -88,23 +91,43 @@ long long call_latched(const std::shared_ptr<detail::client_impl>& c, const std:
   return r.integer;
 }
 
+// start_latched, blocking; its integer reply.
+long long call_latched(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
+                       const detail::lua_script& script, const detail::arg_list& argv, std::error_code& ec) {
+  reply r = detail::sync_call<reply>(*c, ec, [&](auto done) { start_latched(c, name, script, argv, std::move(done)); });
+  return integer_of(r, ec);
+}
+
 const detail::lock_protocol& proto() { return detail::protocol_of(lock_kind::latch); }
+
+// count_down's arguments after its keys.
+detail::arg_list count_down_args(detail::client_impl& c, const std::string& name) {
+  detail::arg_list argv;
+  argv.add(proto().channel(name)).add(request_latch_ttl(c)).add(c.topo().publish_command());
+  return argv;
+}
+
+bool valid_wait(ms wait) { return wait.count() >= 0 && wait <= detail::max_duration; }
+
+// The await through the wait engine (on the executor): `wait` empty waits without limit. A wait
+// without a bound ends in the count reaching 0 or an error.
+void start_await(const std::shared_ptr<detail::client_impl>& c, const std::string& name, std::optional<ms> wait,
+                 detail::bool_handler done) {
+  c->locks().acquire(name, lock_kind::latch, detail::handle_access::new_owner(), wait, std::nullopt, nullptr,
+                     wait_strategy::pubsub(), [wait, done = std::move(done)](std::error_code ec, bool got) mutable {
+                       if (!wait && !got && !ec) ec = errc::attempts_exhausted;
+                       done(ec, got && !ec);
+                     });
+}
 
 // The await through the wait engine: `wait` empty waits without limit.
 bool await_engine(const std::shared_ptr<detail::client_impl>& c, const std::string& name, std::optional<ms> wait,
                   std::error_code& ec) {
-  if (wait && (wait->count() < 0 || *wait > detail::max_duration)) {
+  if (wait && !valid_wait(*wait)) {
     ec = errc::invalid_argument;
     return false;
   }
-  const owner_id owner = detail::handle_access::new_owner();
-  bool got = detail::sync_call<bool>(*c, ec, [&](detail::bool_handler done) {
-    c->locks().acquire(name, lock_kind::latch, owner, wait, std::nullopt, nullptr, wait_strategy::pubsub(),
-                       std::move(done));
-  });
-  // A wait without a bound ends in the count reaching 0 or an error.
-  if (!wait && !got && !ec) ec = errc::attempts_exhausted;
-  return got && !ec;
+  return detail::sync_call<bool>(*c, ec, [&](detail::bool_handler done) { start_await(c, name, wait, std::move(done)); });
 }
 
 void raise(const std::error_code& ec, const std::string& name, const char* op) {
@@ -122,7 +145,7 @@ bool count_down_latch::set_count(long long count, std::optional<ms> ttl, std::er
   detail::arg_list argv;
   argv.add(proto().channel(name_)).add(count).add(ttl ? ttl->count() : 0LL).add(request_latch_ttl(*client_));
   argv.add(client_->topo().publish_command());
-  return call_latched(client_, name_, detail::lua::latch_try_set_count, std::move(argv), ec) == 1;
+  return call_latched(client_, name_, detail::lua::latch_try_set_count, argv, ec) == 1;
 }
 
 bool count_down_latch::try_set_count(long long count, std::error_code& ec) { return set_count(count, std::nullopt, ec); }
@@ -142,9 +165,7 @@ bool count_down_latch::try_set_count(long long count, ms ttl) {
 
 void count_down_latch::count_down(std::error_code& ec) {
   ec.clear();
-  detail::arg_list argv;
-  argv.add(proto().channel(name_)).add(request_latch_ttl(*client_)).add(client_->topo().publish_command());
-  call_latched(client_, name_, detail::lua::latch_count_down, std::move(argv), ec);
+  call_latched(client_, name_, detail::lua::latch_count_down, count_down_args(*client_, name_), ec);
 }
 void count_down_latch::count_down() {
   std::error_code ec;
@@ -196,7 +217,7 @@ bool count_down_latch::await_for(ms timeout) {
 }
 
 bool count_down_latch::count_down_and_await(ms timeout, std::error_code& ec) {
-  if (timeout.count() < 0 || timeout > detail::max_duration) {
+  if (!valid_wait(timeout)) {
     ec = errc::invalid_argument;
     return false;
   }
@@ -222,6 +243,28 @@ bool count_down_latch::delete_latch() {
   bool r = delete_latch(ec);
   raise(ec, name_, "delete_latch");
   return r;
+}
+
+// ---- async -------------------------------------------------------------------------------------
+
+asio::any_io_executor count_down_latch::executor() const { return client_->executor(); }
+
+void count_down_latch::async_count_down_impl(detail::unique_function<void(std::error_code)> h) {
+  start_latched(client_, name_, detail::lua::latch_count_down, count_down_args(*client_, name_),
+                [h = std::move(h)](std::error_code ec, reply r) mutable {
+                  integer_of(r, ec);
+                  h(ec);
+                });
+}
+
+void count_down_latch::async_await_impl(ms timeout, detail::unique_function<void(std::error_code, bool)> h) {
+  // Through run_or_fail like every completion: once the client is closed its executor runs nothing.
+  const bool valid = valid_wait(timeout);
+  client_->run_or_fail([c = client_, name = name_, timeout, valid, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
+    if (!valid) return h(errc::invalid_argument, false);
+    start_await(c, name, timeout, std::move(h));
+  });
 }
 
 }  // namespace redlease

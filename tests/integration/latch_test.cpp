@@ -5,6 +5,8 @@
 // interoperation with a Redisson peer played with raw commands.
 #include <gtest/gtest.h>
 
+#include <asio/use_future.hpp>
+
 #include <atomic>
 #include <future>
 #include <string>
@@ -205,6 +207,30 @@ TEST_F(latch_test, count_down_is_applied_once_across_a_lost_reply) {
   EXPECT_TRUE(l.try_set_count(4));
   EXPECT_EQ(proxy.replies_lost(), 2u);
   EXPECT_EQ(l.count(), 4);
+}
+
+TEST_F(latch_test, async_count_down_and_await_for) {
+  client c{cfg()};
+  auto l = c.count_down_latch("async");
+  ASSERT_TRUE(l.try_set_count(2));
+  auto w = l.async_await_for(20s, asio::use_future);
+  EXPECT_FALSE(l.async_await_for(100ms, asio::use_future).get());
+  l.async_count_down(asio::use_future).get();
+  EXPECT_EQ(l.count(), 1);
+  EXPECT_EQ(w.wait_for(200ms), std::future_status::timeout);
+  l.async_count_down(asio::use_future).get();
+  ASSERT_EQ(w.wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(w.get());
+  EXPECT_TRUE(l.async_await_for(0ms, asio::use_future).get());
+  auto bad = l.async_await_for(-1ms, asio::use_future);
+  try {
+    bad.get();
+    ADD_FAILURE() << "a negative timeout was taken";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::invalid_argument);
+  }
+  raw()({"HSET", "async", "f", "v"});
+  EXPECT_THROW(l.async_count_down(asio::use_future).get(), std::system_error);
 }
 
 TEST_F(latch_test, interoperates_with_a_redisson_peer) {
