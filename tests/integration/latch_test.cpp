@@ -209,6 +209,32 @@ TEST_F(latch_test, count_down_is_applied_once_across_a_lost_reply) {
   EXPECT_EQ(l.count(), 4);
 }
 
+// The channel wraps the name in braces even when it has a hash tag (Redisson's name); describe() says
+// so, and a waiter on such a name is woken by its message.
+TEST_F(latch_test, a_hash_tagged_name_keeps_redissons_channel) {
+  const std::string name = "{tenant}:gate";
+  auto lay = describe(lock_kind::latch, name);
+  ASSERT_EQ(lay.keys.size(), 1u);
+  EXPECT_EQ(lay.keys[0].key, name);
+  EXPECT_EQ(lay.keys[0].type, "string");
+  EXPECT_TRUE(lay.token_key.empty());
+  ASSERT_EQ(lay.channels.size(), 1u);
+  EXPECT_EQ(lay.channels[0].channel, channel_of(name));
+  EXPECT_EQ(lay.latch_key_pattern, "redisson_unlock_latch:{tenant}:gate:*");
+  auto conf = cfg();
+  conf.mutex_poll_cap = 5000ms;
+  client c{conf};
+  auto l = c.count_down_latch(name);
+  ASSERT_TRUE(l.try_set_count(1));
+  auto w = std::async(std::launch::async, [&] { return l.await_for(20s); });
+  ASSERT_TRUE(eventually([&] { return subscribers(name) == 1; }));
+  const auto t0 = steady::now();
+  l.count_down();
+  ASSERT_EQ(w.wait_for(3s), std::future_status::ready);
+  EXPECT_TRUE(w.get());
+  EXPECT_LT(ms_since(t0), 1500);
+}
+
 TEST_F(latch_test, async_count_down_and_await_for) {
   client c{cfg()};
   auto l = c.count_down_latch("async");
