@@ -30,7 +30,7 @@ class client_impl;
 /// to read 0 (pub/sub, through the client's wait engine; each waiter also checks again at least every
 /// `config::mutex_poll_cap`, so a lost message or a latch that expires by its TTL holds no waiter
 /// longer than that). A deleted latch reads 0: its waiters pass, as Redisson's do.
-/// `async_count_down` and `async_await_for` are the async forms, with Asio completion tokens.
+/// The `async_` forms take Asio completion tokens.
 ///
 /// A cheap handle (the client and the name): copyable, and thread-safe as the lock handles are (any
 /// number of threads may call any of its calls at once, on one handle or on copies). Every call
@@ -104,8 +104,37 @@ class count_down_latch {
   /// As above; on failure sets `ec` and returns false.
   bool delete_latch(std::error_code& ec);
 
-  /// Async `count_down`. Completion signature `void(std::error_code)`; errors as `count_down`. The
-  /// handler runs on its associated executor (the client's if it has none), never inside this call.
+  /// Async `try_set_count` (`ttl` empty: none). Completion signature `void(std::error_code, bool set)`;
+  /// errors as `try_set_count`. The handler runs on its associated executor (the client's if it has
+  /// none), never inside this call; so do the other async forms'.
+  template <class CompletionToken>
+  auto async_try_set_count(long long count, std::optional<std::chrono::milliseconds> ttl, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, count, ttl](auto handler) {
+          async_set_count_impl(count, ttl, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `count`. Completion signature `void(std::error_code, long long count)`; errors as `count`.
+  template <class CompletionToken>
+  auto async_count(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_count_impl(detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `delete_latch`. Completion signature `void(std::error_code, bool deleted)`; errors as
+  /// `delete_latch`.
+  template <class CompletionToken>
+  auto async_delete_latch(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this](auto handler) {
+          async_delete_impl(detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `count_down`. Completion signature `void(std::error_code)`; errors as `count_down`.
   template <class CompletionToken>
   auto async_count_down(CompletionToken&& token) {
     return asio::async_initiate<CompletionToken, void(std::error_code)>(
@@ -128,6 +157,10 @@ class count_down_latch {
 
  private:
   asio::any_io_executor executor() const;
+  void async_set_count_impl(long long count, std::optional<std::chrono::milliseconds> ttl,
+                            detail::unique_function<void(std::error_code, bool)> h);
+  void async_count_impl(detail::unique_function<void(std::error_code, long long)> h);
+  void async_delete_impl(detail::unique_function<void(std::error_code, bool)> h);
   void async_count_down_impl(detail::unique_function<void(std::error_code)> h);
   void async_await_impl(std::chrono::milliseconds timeout, detail::unique_function<void(std::error_code, bool)> h);
   bool set_count(long long count, std::optional<std::chrono::milliseconds> ttl, std::error_code& ec);

@@ -66,8 +66,9 @@ long long request_latch_ttl(const detail::client_impl& c) {
   return std::max<ms>(ms(60000), 10 * c.cfg().request_timeout).count();
 }
 
-// Sends `script` with KEYS [name, request latch of a fresh request id] and `argv` after them; `done`
-// gets its reply, on the executor (or at once when the client is closed).
+// Sends `script` with KEYS [name, request latch of a fresh request id], `argv` after them and last
+// the publish command (read on the executor, where the topology decides it); `done` gets its reply,
+// on the executor (or at once when the client is closed).
 void start_latched(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
                    const detail::lua_script& script, const detail::arg_list& argv,
                    detail::unique_function<void(std::error_code, reply)> done) {
@@ -77,6 +78,7 @@ void start_latched(const std::shared_ptr<detail::client_impl>& c, const std::str
   a.count += argv.count;
   c->run_or_fail([c, name, &script, a = std::move(a), done = std::move(done)](bool closed) mutable {
     if (closed) return done(errc::client_closed, reply{});
+    a.add(c->topo().publish_command());
     send(std::make_shared<latched_call>(latched_call{c, name, &script, std::move(a), 0, std::move(done)}));
   });
 }
@@ -103,7 +105,7 @@ const detail::lock_protocol& proto() { return detail::protocol_of(lock_kind::lat
 // count_down's arguments after its keys.
 detail::arg_list count_down_args(detail::client_impl& c, const std::string& name) {
   detail::arg_list argv;
-  argv.add(proto().channel(name)).add(request_latch_ttl(c)).add(c.topo().publish_command());
+  argv.add(proto().channel(name)).add(request_latch_ttl(c));
   return argv;
 }
 
@@ -136,16 +138,39 @@ void raise(const std::error_code& ec, const std::string& name, const char* op) {
 
 }  // namespace
 
+namespace {
+
+// try_set_count's arguments after its keys (the publish command follows); nothing for a bad count or TTL.
+std::optional<detail::arg_list> set_count_args(detail::client_impl& c, const std::string& name, long long count,
+                                               std::optional<ms> ttl) {
+  if (count < 1 || (ttl && (ttl->count() <= 0 || *ttl > detail::max_duration))) return std::nullopt;
+  detail::arg_list argv;
+  argv.add(proto().channel(name)).add(count).add(ttl ? ttl->count() : 0LL).add(request_latch_ttl(c));
+  return argv;
+}
+
+// GET's reply as a count: nil is 0; anything but an integer is a bad reply.
+long long count_of(const reply& r, std::error_code& ec) {
+  if (ec || r.is_nil()) return 0;
+  long long v = 0;
+  auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
+  if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) {
+    ec = errc::bad_reply;
+    return 0;
+  }
+  return v;
+}
+
+}  // namespace
+
 bool count_down_latch::set_count(long long count, std::optional<ms> ttl, std::error_code& ec) {
   ec.clear();
-  if (count < 1 || (ttl && (ttl->count() <= 0 || *ttl > detail::max_duration))) {
+  auto argv = set_count_args(*client_, name_, count, ttl);
+  if (!argv) {
     ec = errc::invalid_argument;
     return false;
   }
-  detail::arg_list argv;
-  argv.add(proto().channel(name_)).add(count).add(ttl ? ttl->count() : 0LL).add(request_latch_ttl(*client_));
-  argv.add(client_->topo().publish_command());
-  return call_latched(client_, name_, detail::lua::latch_try_set_count, argv, ec) == 1;
+  return call_latched(client_, name_, detail::lua::latch_try_set_count, *argv, ec) == 1;
 }
 
 bool count_down_latch::try_set_count(long long count, std::error_code& ec) { return set_count(count, std::nullopt, ec); }
@@ -178,15 +203,7 @@ long long count_down_latch::count(std::error_code& ec) {
   std::string cmd;
   detail::encode_command(cmd, {"GET", name_});
   reply r = detail::sync_command(*client_, name_, std::move(cmd), ec, true);
-  if (ec) return 0;
-  if (r.is_nil()) return 0;
-  long long v = 0;
-  auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-  if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) {
-    ec = errc::bad_reply;
-    return 0;
-  }
-  return v;
+  return count_of(r, ec);
 }
 long long count_down_latch::count() {
   std::error_code ec;
@@ -264,6 +281,36 @@ void count_down_latch::async_await_impl(ms timeout, detail::unique_function<void
     if (closed) return h(errc::client_closed, false);
     if (!valid) return h(errc::invalid_argument, false);
     start_await(c, name, timeout, std::move(h));
+  });
+}
+
+void count_down_latch::async_set_count_impl(long long count, std::optional<ms> ttl,
+                                            detail::unique_function<void(std::error_code, bool)> h) {
+  auto argv = set_count_args(*client_, name_, count, ttl);
+  if (!argv) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, false); });
+  start_latched(client_, name_, detail::lua::latch_try_set_count, *argv,
+                [h = std::move(h)](std::error_code ec, reply r) mutable {
+                  const bool set = integer_of(r, ec) == 1;
+                  h(ec, set);
+                });
+}
+
+void count_down_latch::async_count_impl(detail::unique_function<void(std::error_code, long long)> h) {
+  client_->run_or_fail([c = client_, name = name_, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
+    std::string cmd;
+    detail::encode_command(cmd, {"GET", name});
+    c->exec(name, std::move(cmd), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      const long long n = count_of(r, ec);
+      h(ec, n);
+    }, true);
+  });
+}
+
+void count_down_latch::async_delete_impl(detail::unique_function<void(std::error_code, bool)> h) {
+  client_->run_or_fail([c = client_, name = name_, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
+    c->locks().force_unlock(std::move(name), lock_kind::latch, std::move(h));
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -238,7 +239,11 @@ TEST_F(latch_test, a_hash_tagged_name_keeps_redissons_channel) {
 TEST_F(latch_test, async_count_down_and_await_for) {
   client c{cfg()};
   auto l = c.count_down_latch("async");
-  ASSERT_TRUE(l.try_set_count(2));
+  EXPECT_EQ(l.async_count(asio::use_future).get(), 0);
+  ASSERT_TRUE(l.async_try_set_count(2, std::nullopt, asio::use_future).get());
+  EXPECT_FALSE(l.async_try_set_count(3, 10s, asio::use_future).get());
+  EXPECT_EQ(l.async_count(asio::use_future).get(), 2);
+  EXPECT_EQ(raw()({"PTTL", "async"}).integer, -1);
   auto w = l.async_await_for(20s, asio::use_future);
   EXPECT_FALSE(l.async_await_for(100ms, asio::use_future).get());
   l.async_count_down(asio::use_future).get();
@@ -255,8 +260,15 @@ TEST_F(latch_test, async_count_down_and_await_for) {
   } catch (const std::system_error& e) {
     EXPECT_EQ(e.code(), errc::invalid_argument);
   }
+  EXPECT_THROW(l.async_try_set_count(0, std::nullopt, asio::use_future).get(), std::system_error);
+  // A TTL; a deletion through the async form.
+  ASSERT_TRUE(l.async_try_set_count(1, 60s, asio::use_future).get());
+  EXPECT_GT(raw()({"PTTL", "async"}).integer, 50000);
+  EXPECT_TRUE(l.async_delete_latch(asio::use_future).get());
+  EXPECT_FALSE(l.async_delete_latch(asio::use_future).get());
   raw()({"HSET", "async", "f", "v"});
   EXPECT_THROW(l.async_count_down(asio::use_future).get(), std::system_error);
+  EXPECT_THROW(l.async_count(asio::use_future).get(), std::system_error);
 }
 
 TEST_F(latch_test, interoperates_with_a_redisson_peer) {
