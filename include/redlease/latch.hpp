@@ -29,13 +29,14 @@ class client_impl;
 /// one that reaches 0 deletes the key and wakes every waiter; `await`/`await_for` wait for the count
 /// to read 0 (pub/sub, through the client's wait engine; each waiter also checks again at least every
 /// `config::mutex_poll_cap`, so a lost message or a latch that expires by its TTL holds no waiter
-/// longer than that). A deleted latch reads 0: its waiters pass, as Redisson's do.
-/// The `async_` forms take Asio completion tokens.
+/// longer than that). A deleted latch reads 0 (Redisson's `getCount`): its waiters pass on the check
+/// its message brings (Redisson's own `await` would wait on for a "0"). The `async_` forms take Asio
+/// completion tokens.
 ///
 /// A cheap handle (the client and the name): copyable, and thread-safe as the lock handles are (any
-/// number of threads may call any of its calls at once, on one handle or on copies). Every call
-/// blocks the calling thread until the server answers; each has a throwing form and one that sets a
-/// `std::error_code` (and then returns false or 0). Errors: the client's (`errc::client_closed`, the
+/// number of threads may call any of its calls at once, on one handle or on copies). Every call but
+/// the `async_` ones blocks the calling thread until the server answers; each has a throwing form and
+/// one that sets a `std::error_code` (and then returns false or 0). Errors: the client's (`errc::client_closed`, the
 /// connection's and the server's, `errc::request_timeout`), `errc::invalid_argument` for a bad
 /// argument (nothing sent), and the server's error (WRONGTYPE, or a value that is not an integer)
 /// when the key holds something that is not a count.
