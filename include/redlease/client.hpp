@@ -49,6 +49,8 @@ struct client_stats {
   std::uint64_t pubsub_commands = 0;    ///< commands written on the pub/sub connection
   std::uint64_t pubsub_connects = 0;    ///< successful (re)connections of the pub/sub connection
   std::uint64_t renew_calls = 0;        ///< watchdog script calls (each renews a batch)
+  std::uint64_t watchdog_ticks = 0;     ///< watchdog firings that sent renewals (each sends its
+                                        ///< calls together: one write per connection in practice)
   std::uint64_t renewed_locks = 0;      ///< lock renewals done by the watchdog
   std::uint64_t held_locks = 0;         ///< holds currently tracked by this client
   std::uint64_t watched_locks = 0;      ///< holds currently renewed by the watchdog

@@ -437,6 +437,7 @@ client_stats client::stats() const {
     s.replies += n.lane_stats().replies.load(std::memory_order_relaxed);
   });
   s.renew_calls = impl_->renew_calls;
+  s.watchdog_ticks = impl_->watchdog_ticks;
   s.renewed_locks = impl_->renewed_locks;
   s.held_locks = impl_->held_locks;
   s.watched_locks = impl_->watched_locks;
