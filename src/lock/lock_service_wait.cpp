@@ -246,6 +246,23 @@ void lock_service::wake(channel_entry& ch, wake_policy how) {
   for (auto& w : targets) waiter_try(w);
 }
 
+// A message that says how many units are free (a semaphore's permits): each waiter whose amount fits
+// in what is left is woken, in the order they began to wait, and counted off; one that needs more
+// than is left is passed over (a waiter for 3 is not woken by 1 free, and does not hold up a waiter
+// for 1 behind it). Other clients' waiters compete for the same units: a woken waiter that finds
+// them taken waits for the next message.
+void lock_service::wake_units(channel_entry& ch, long long units) {
+  std::vector<std::shared_ptr<waiter>> targets;
+  for (auto* w : ch.waiters) {
+    if (units <= 0) break;
+    if (w->finished || w->cancelled || w->amount > units) continue;
+    units -= w->amount;
+    targets.push_back(w->shared_from_this());
+  }
+  if (targets.empty()) ch.missed = true;
+  for (auto& w : targets) waiter_try(w);
+}
+
 void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl) {
   auto now = clock::now();
   clock::time_point until = clock::time_point::max();
