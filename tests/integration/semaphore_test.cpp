@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "fault_proxy.hpp"
 #include "lock_test_support.hpp"
 
 namespace redlease::test {
@@ -139,17 +140,23 @@ TEST_F(semaphore_test, a_waiter_for_three_is_woken_by_count) {
   client giver{cfg()};
   auto s = giver.semaphore("counted");
   ASSERT_TRUE(s.try_set_permits(0));
+  // Connected first: the replies counted below are the waiters' attempts.
+  EXPECT_EQ(big.semaphore("counted").available_permits(), 0);
+  EXPECT_EQ(small.semaphore("counted").available_permits(), 0);
+  const auto big0 = big.stats().replies;
+  const auto small0 = small.stats().replies;
   auto b = std::async(std::launch::async, [&] {
     bool got = big.semaphore("counted").try_acquire(3, 20s);
     return std::make_pair(got, steady::now());
   });
   ASSERT_TRUE(eventually([&] { return subscribers("counted") == 1; }));
   // Its attempt after the subscription's confirmation (its second command) is answered.
-  ASSERT_TRUE(eventually([&] { return big.stats().replies >= 2; }));
+  ASSERT_TRUE(eventually([&] { return big.stats().replies >= big0 + 2; }));
   auto s1 = std::async(std::launch::async, [&] { return small.semaphore("counted").try_acquire(1, 20s); });
   auto s2 = std::async(std::launch::async, [&] { return small.semaphore("counted").try_acquire(1, 20s); });
   ASSERT_TRUE(eventually([&] { return subscribers("counted") == 2; }));
-  ASSERT_TRUE(eventually([&] { return small.stats().replies >= 3; }));
+  // Each waiter's first attempt, and the first's again after the subscription's confirmation.
+  ASSERT_TRUE(eventually([&] { return small.stats().replies >= small0 + 3; }));
   const auto big_commands = big.stats().commands;
   s.release(1);
   s.release(1);
@@ -171,6 +178,7 @@ TEST_F(semaphore_test, interop_with_a_redisson_peer) {
   client c{cfg()};
   auto s = c.semaphore("shared:sem");
   ASSERT_TRUE(s.try_set_permits(1));
+  const auto replies0 = c.stats().replies;
   EXPECT_EQ(java_acquire("shared:sem", 1), 1);
   EXPECT_EQ(java_acquire("shared:sem", 1), 0);
   auto w = std::async(std::launch::async, [&] {
@@ -178,7 +186,8 @@ TEST_F(semaphore_test, interop_with_a_redisson_peer) {
     return std::make_pair(got, steady::now());
   });
   ASSERT_TRUE(eventually([&] { return subscribers("shared:sem") == 1; }));
-  ASSERT_TRUE(eventually([&] { return c.stats().replies >= 3; }));  // set, attempt, attempt after subscribing
+  // Its attempt, and its attempt after the subscription's confirmation.
+  ASSERT_TRUE(eventually([&] { return c.stats().replies >= replies0 + 2; }));
   const auto commands = c.stats().commands;
   std::this_thread::sleep_for(300ms);  // a window in which a polling waiter would show
   EXPECT_EQ(c.stats().commands, commands) << "the waiter polls";
@@ -227,6 +236,43 @@ TEST_F(semaphore_test, release_latch_makes_a_resend_add_nothing) {
     EXPECT_EQ(r.integer, 2);
   }
   EXPECT_EQ(s.available_permits(), 2);
+}
+
+// A release whose reply is lost (the script ran) is sent again under the same request id: its latch
+// makes it add the permits once.
+TEST_F(semaphore_test, a_release_whose_reply_is_lost_adds_once) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.sync_lane = false;  // one connection: the reply lost is the release's
+  client c{conf};
+  auto s = c.semaphore("lost:release");
+  ASSERT_TRUE(s.try_set_permits(1));
+  proxy.lose_next_reply();
+  s.release(2);
+  EXPECT_EQ(proxy.replies_lost(), 1u);
+  EXPECT_EQ(raw()({"GET", "lost:release"}).str, "3");
+  EXPECT_EQ(s.add_permits(0), 3);
+}
+
+// An acquisition whose reply is lost (the script took the permits) is undone: the permits come
+// back, once.
+TEST_F(semaphore_test, an_acquisition_whose_reply_is_lost_is_given_back) {
+  fault_proxy proxy(server().port());
+  auto conf = cfg();
+  conf.port = proxy.port();
+  conf.sync_lane = false;
+  client c{conf};
+  auto s = c.semaphore("lost:acquire");
+  ASSERT_TRUE(s.try_set_permits(3));
+  proxy.lose_next_reply();
+  std::error_code ec;
+  EXPECT_FALSE(s.try_acquire(2, 0ms, ec));
+  EXPECT_EQ(ec, errc::connection_lost) << ec.message();
+  EXPECT_EQ(proxy.replies_lost(), 1u);
+  ASSERT_TRUE(eventually([&] { return raw()({"GET", "lost:acquire"}).str == "3"; }));
+  std::this_thread::sleep_for(200ms);  // an undo applied twice would show as 5
+  EXPECT_EQ(raw()({"GET", "lost:acquire"}).str, "3");
 }
 
 }  // namespace
