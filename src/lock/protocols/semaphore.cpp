@@ -49,8 +49,12 @@ class semaphore_protocol final : public lock_protocol {
   acquire_result decode_acquire(const reply& r) const override {
     acquire_result out;
     if (!r.is_integer()) return out;
-    if (r.integer == 1) out.what = acquire_result::kind::granted;
-    else if (r.integer == 0) out.what = acquire_result::kind::busy, out.pttl = -1;
+    if (r.integer == 1) {
+      out.what = acquire_result::kind::granted;
+    } else if (r.integer == 0) {
+      out.what = acquire_result::kind::busy;
+      out.pttl = -1;
+    }
     return out;
   }
 
