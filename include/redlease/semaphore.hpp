@@ -4,6 +4,11 @@
 /// `RSemaphore`, and `redlease::semaphore_guard`, which holds permits for a scope.
 #pragma once
 
+#include <asio/any_io_executor.hpp>
+#include <asio/associated_cancellation_slot.hpp>
+#include <asio/async_result.hpp>
+#include <asio/cancellation_signal.hpp>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -12,10 +17,13 @@
 #include <system_error>
 #include <utility>
 
+#include "redlease/detail/async.hpp"
+
 namespace redlease {
 
 namespace detail {
 class client_impl;
+struct acquire_cancel;
 }
 
 /// A counting semaphore on the string key `name`, which holds the available permits (Redisson's
@@ -79,7 +87,41 @@ class semaphore {
   /// As above; on failure sets `ec` and returns 0.
   long long drain_permits(std::error_code& ec);
 
+  // ---- async calls ------------------------------------------------------------------------------
+
+  /// Async `try_acquire(n, wait)`; `wait` empty waits as long as it takes (then it completes with
+  /// true or an error). Completion signature `void(std::error_code, bool acquired)`. Supports
+  /// per-operation cancellation through an `asio::cancellation_slot` bound to the token: it
+  /// completes with `errc::operation_aborted`, and permits its attempt took are given back first.
+  template <class CompletionToken>
+  auto async_try_acquire(long long n, std::optional<std::chrono::milliseconds> wait, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, n, wait](auto handler) {
+          auto x = hook_cancel(asio::get_associated_cancellation_slot(handler));
+          const bool clear = x != nullptr;
+          async_acquire_impl(n, wait, detail::erase_handler<std::error_code, bool>(std::move(handler), executor(), clear),
+                             std::move(x));
+        },
+        token);
+  }
+  /// Async `release(n)` (exactly once, as `release`). Completion signature `void(std::error_code)`.
+  template <class CompletionToken>
+  auto async_release(long long n, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [this, n](auto handler) {
+          async_release_impl(n, detail::erase_handler<std::error_code>(std::move(handler), executor()));
+        },
+        token);
+  }
+
  private:
+  asio::any_io_executor executor() const;
+  // The engine's cancellation of an acquisition, hooked to `slot` (nullptr when it is not connected).
+  std::shared_ptr<detail::acquire_cancel> hook_cancel(asio::cancellation_slot slot);
+  void async_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait,
+                          detail::unique_function<void(std::error_code, bool)> h,
+                          std::shared_ptr<detail::acquire_cancel> cancel);
+  void async_release_impl(long long n, detail::unique_function<void(std::error_code)> h);
   bool try_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait, std::error_code& ec);
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;

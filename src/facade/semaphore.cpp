@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "facade/client_impl.hpp"
+#include "facade/handle_access.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
@@ -124,6 +125,50 @@ bool semaphore::try_acquire_impl(long long n, std::optional<std::chrono::millise
   return detail::sync_call<bool>(*client_, ec, [&](detail::bool_handler done) {
     client_->locks().acquire(name_, lock_kind::semaphore, owner, wait, std::nullopt, nullptr, wait_strategy::pubsub(),
                              std::move(done), nullptr, false, n);
+  });
+}
+
+asio::any_io_executor semaphore::executor() const { return client_->executor(); }
+
+std::shared_ptr<detail::acquire_cancel> semaphore::hook_cancel(asio::cancellation_slot slot) {
+  if (!slot.is_connected()) return nullptr;
+  auto x = std::make_shared<detail::acquire_cancel>();
+  slot.assign([c = client_, x](asio::cancellation_type type) {
+    if (type == asio::cancellation_type::none) return;
+    // Posted, never run inline: the completion it may cause clears the slot that is emitting.
+    c->post([c, x] { c->locks().cancel_acquire(*x); });
+  });
+  return x;
+}
+
+void semaphore::async_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait,
+                                   detail::unique_function<void(std::error_code, bool)> h,
+                                   std::shared_ptr<detail::acquire_cancel> cancel) {
+  // Through run_or_fail like every completion: once the client is closed its executor runs nothing.
+  if (n < 1) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, false); });
+  client_->run_or_fail([c = client_, name = name_, n, wait, h = std::move(h), cancel = std::move(cancel)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, false);
+    // A fresh owner per call: it only keeps this call's waiter apart (permits belong to nobody).
+    c->locks().acquire(std::move(name), lock_kind::semaphore, detail::handle_access::new_owner(), wait, std::nullopt,
+                       nullptr, wait_strategy::pubsub(),
+                       [wait, h = std::move(h)](std::error_code ec, bool got) mutable {
+                         if (!wait && !got && !ec) ec = errc::attempts_exhausted;
+                         h(ec, got);
+                       },
+                       std::move(cancel), false, n);
+  });
+}
+
+void semaphore::async_release_impl(long long n, detail::unique_function<void(std::error_code)> h) {
+  if (n < 1) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument); });
+  client_->run_or_fail([c = client_, name = name_, n, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed);
+    auto call = std::make_shared<add_call>();
+    call->c = c;
+    call->name = std::move(name);
+    call->n = n;
+    call->h = [h = std::move(h)](std::error_code ec, long long) mutable { h(ec); };
+    send_add(std::move(call));
   });
 }
 

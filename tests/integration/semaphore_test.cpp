@@ -4,6 +4,10 @@
 // logic as raw EVALs).
 #include <gtest/gtest.h>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/use_future.hpp>
+
 #include <algorithm>
 #include <atomic>
 #include <future>
@@ -273,6 +277,44 @@ TEST_F(semaphore_test, an_acquisition_whose_reply_is_lost_is_given_back) {
   ASSERT_TRUE(eventually([&] { return raw()({"GET", "lost:acquire"}).str == "3"; }));
   std::this_thread::sleep_for(200ms);  // an undo applied twice would show as 5
   EXPECT_EQ(raw()({"GET", "lost:acquire"}).str, "3");
+}
+
+// The async calls: a wait woken by an async release, and a cancelled wait that takes nothing (the
+// release after it goes to nobody but the count).
+TEST_F(semaphore_test, async_acquire_release_and_cancellation) {
+  client c{cfg()};
+  auto s = c.semaphore("async");
+  ASSERT_TRUE(s.try_set_permits(0));
+  auto f = s.async_try_acquire(2, std::nullopt, asio::use_future);
+  ASSERT_TRUE(eventually([&] { return subscribers("async") == 1; }));
+  s.async_release(1, asio::use_future).get();
+  EXPECT_EQ(f.wait_for(300ms), std::future_status::timeout);  // 1 free: not enough
+  s.async_release(1, asio::use_future).get();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_TRUE(f.get());
+  EXPECT_EQ(s.available_permits(), 0);
+
+  asio::cancellation_signal sig;
+  auto g = s.async_try_acquire(1, std::nullopt, asio::bind_cancellation_slot(sig.slot(), asio::use_future));
+  ASSERT_TRUE(eventually([&] { return subscribers("async") == 1; }));
+  asio::post(c.get_executor(), [&] { sig.emit(asio::cancellation_type::terminal); });
+  ASSERT_EQ(g.wait_for(5s), std::future_status::ready);
+  try {
+    g.get();
+    ADD_FAILURE() << "the cancelled wait completed without an error";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code(), errc::operation_aborted) << e.what();
+  }
+  s.release(1);
+  EXPECT_EQ(s.available_permits(), 1);
+  std::error_code ec;
+  auto bad = s.async_try_acquire(0, 0ms, asio::use_future);
+  try {
+    bad.get();
+  } catch (const std::system_error& e) {
+    ec = e.code();
+  }
+  EXPECT_EQ(ec, errc::invalid_argument);
 }
 
 }  // namespace
