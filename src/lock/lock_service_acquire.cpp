@@ -164,12 +164,11 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
       keep_client keep(life);
       if (!keep) return;
       timers_.erase(t);
-      if (!closed_) undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false,
-                                r->amount);
+      if (!closed_)
+        undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false, r->amount);
     });
   } else if (r->resend && !closed_) {
-    undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false,
-                                r->amount);
+    undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false, r->amount);
   } else if (r->unordered && !closed_) {
     const ms step = c_.cfg().request_timeout;
     r->sweep_until = clock::now() + 64 * step;
