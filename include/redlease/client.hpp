@@ -20,6 +20,7 @@
 #include "redlease/error.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
+#include "redlease/semaphore.hpp"
 #include "redlease/stock.hpp"
 
 namespace redlease {
@@ -160,6 +161,9 @@ class client {
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0 or more
   /// than `segmented_stock::max_segments` (1024).
   segmented_stock stock(std::string name, std::size_t segments);
+  /// A counting semaphore on `name`, Redisson's `RSemaphore` layout (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::semaphore semaphore(std::string name);
 
   /// A fresh owner id for the async lock calls (unique in this process, never a thread's id).
   owner_id new_owner() noexcept;

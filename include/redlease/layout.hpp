@@ -76,7 +76,7 @@ struct lock_layout {
   std::string deadlines_key;
   /// The fencing token key (a string holding the last token handed out; one sequence per name,
   /// shared by the reentrant and the fair lock, and by the read and the write lock).
-  std::string token_key;
+  std::string token_key;  // empty for the semaphore (no fencing tokens)
   /// The pattern (`*`: a release's request id) of the keys that latch a release against a retry,
   /// so it is applied once; empty for the mutex, whose release needs none.
   std::string latch_key_pattern;
@@ -96,7 +96,8 @@ struct lock_layout {
 
   /// The main channel: where releases publish (`channels.front().channel`).
   const std::string& channel() const noexcept { return channels.front().channel; }
-  /// The latch key of the release with request id `request`. Empty for the mutex.
+  /// The latch key of the release with request id `request` (for the semaphore also the grant mark
+  /// of the acquisition attempt with that id). Empty for the mutex.
   std::string latch_key(std::string_view request) const;
   /// The hand-off channel of the fair lock's waiter with owner field `field`
   /// (`<channel>:<field>`); for the other kinds, the main channel.

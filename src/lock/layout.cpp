@@ -44,6 +44,7 @@ std::string_view token_prefix(lock_kind kind) {
     case lock_kind::write: return "redlease_rwlock_token";
     case lock_kind::reentrant:
     case lock_kind::fair: break;
+    case lock_kind::semaphore: return {};  // no fencing tokens
   }
   return "redisson_lock_token";
 }
@@ -81,7 +82,7 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
   if (p == "*") return {{0, "*"}};
   std::vector<ranked> out{{0, std::string(p)}};
   if (kind != lock_kind::mutex) out.push_back({1, derived(latch_prefix, p, ":*")});
-  out.push_back({2, derived(token_prefix(kind), p, "")});
+  if (kind != lock_kind::semaphore) out.push_back({2, derived(token_prefix(kind), p, "")});
   if (kind == lock_kind::fair) {
     out.push_back({3, derived(queue_prefix, p, "")});
     out.push_back({3, derived(deadlines_prefix, p, "")});
@@ -133,6 +134,9 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     case lock_kind::fair:
       l.keys.push_back({n, "hash", "the lock: owner field -> hold count"});
       break;
+    case lock_kind::semaphore:
+      l.keys.push_back({n, "string", "the semaphore: the available permits"});
+      break;
   }
   if (kind == lock_kind::fair) {
     l.queue_key = tagged(queue_prefix, name);
@@ -140,8 +144,10 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     l.keys.push_back({l.queue_key, "list", "the waiters' queue, head first"});
     l.keys.push_back({l.deadlines_key, "zset", "each waiter's deadline in the queue (epoch ms)"});
   }
-  l.token_key = tagged(token_prefix(kind), name);
-  l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
+  if (kind != lock_kind::semaphore) {
+    l.token_key = tagged(token_prefix(kind), name);
+    l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
+  }
 
   const detail::lock_protocol& proto = detail::protocol_of(kind);
   l.channels.push_back({proto.channel(name), "each release publishes here, waking the waiters", false});

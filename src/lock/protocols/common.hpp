@@ -66,5 +66,6 @@ const lock_protocol& mutex();
 const lock_protocol& fair();
 const lock_protocol& read();
 const lock_protocol& write();
+const lock_protocol& semaphore();
 
 }  // namespace redlease::detail::protocols
