@@ -396,6 +396,10 @@ row watchdog_case(const section_run& run, cluster& cl, const std::string& name, 
   r.num("writes_per_interval", writes / intervals);
   // client_stats sums its connections: per master, the client's writes divided by the masters.
   r.num("writes_per_node_per_interval", writes / intervals / static_cast<double>(masters));
+  // A tick: a watchdog firing that sent renewals (its calls go out together, per connection).
+  const double ticks = static_cast<double>(b.st.watchdog_ticks - a.st.watchdog_ticks);
+  r.num("ticks_per_interval", ticks / intervals);
+  r.num("writes_per_node_per_tick", ticks > 0 ? writes / ticks / static_cast<double>(masters) : 0);
   r.num("renewals_per_lock_per_interval", renewed / nd / intervals);
   r.num("min_ttl_ms", static_cast<double>(min_ttl));
   r.num("acquire_per_s", nd / acquire_s);
@@ -502,7 +506,8 @@ void run_cluster_cases(const section_run& run) {
              " script calls/interval (" + num("%.0f", r.get("node0_script_calls_per_interval")) + ", " +
              num("%.0f", r.get("node1_script_calls_per_interval")) + ", " +
              num("%.0f", r.get("node2_script_calls_per_interval")) + " per master), " +
-             num("%.1f", r.get("writes_per_node_per_interval")) + " writes/node/interval; redis " +
+             num("%.1f", r.get("writes_per_node_per_interval")) + " writes/node/interval, " +
+             num("%.2f", r.get("writes_per_node_per_tick")) + " per tick; redis " +
              num("%.2f", r.redis_us_per_op) + " us/renewal, " + num("%.2f", r.get("redis_cpu_vs_single")) +
              "x single; min TTL " + num("%.0f", r.get("min_ttl_ms")) + " ms";
     return r;

@@ -21,6 +21,7 @@
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
 #include "redlease/latch.hpp"
+#include "redlease/semaphore.hpp"
 #include "redlease/stock.hpp"
 
 namespace redlease {
@@ -50,6 +51,8 @@ struct client_stats {
   std::uint64_t pubsub_commands = 0;    ///< commands written on the pub/sub connection
   std::uint64_t pubsub_connects = 0;    ///< successful (re)connections of the pub/sub connection
   std::uint64_t renew_calls = 0;        ///< watchdog script calls (each renews a batch)
+  std::uint64_t watchdog_ticks = 0;     ///< watchdog firings that sent renewals (each sends its
+                                        ///< calls together: one write per connection in practice)
   std::uint64_t renewed_locks = 0;      ///< lock renewals done by the watchdog
   std::uint64_t held_locks = 0;         ///< holds currently tracked by this client
   std::uint64_t watched_locks = 0;      ///< holds currently renewed by the watchdog
@@ -78,7 +81,9 @@ class subscription {
   /// never runs again, so the objects it touches may be destroyed next. Called from another thread
   /// while the callback runs, it waits for the callback to return (so the callback must not wait
   /// for that thread). Called from inside the callback itself it neither waits nor deadlocks: the
-  /// callback finishes its current message and is never called again.
+  /// callback finishes its current message and is never called again. Called on the client's I/O
+  /// thread (a completion handler, `on_lost`) it does not wait either, since the callback may be
+  /// waiting for that thread: no call starts after it returns, but one in progress may still run.
   void reset() noexcept;
   /// True while subscribed.
   explicit operator bool() const noexcept { return static_cast<bool>(state_); }
@@ -157,6 +162,9 @@ class client {
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty or `segments` is 0 or more
   /// than `segmented_stock::max_segments` (1024).
   segmented_stock stock(std::string name, std::size_t segments);
+  /// A counting semaphore on `name`, Redisson's `RSemaphore` layout (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
+  redlease::semaphore semaphore(std::string name);
   /// A count-down latch on `name`, Redisson's `RCountDownLatch` layout (a cheap handle; no I/O).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::count_down_latch count_down_latch(std::string name);
@@ -218,10 +226,15 @@ class client {
   void ping(std::error_code& ec);
 
   /// Subscribes to `channel` on the pub/sub connection and waits until the server confirms.
-  /// `on_message(channel, payload)` runs on the client's I/O thread; it must not block, and an
-  /// exception it throws is reported through `config::on_error` (the message is dropped, nothing
-  /// else is affected). Subscriptions are reference-counted per channel and restored after a
-  /// reconnect.
+  /// `on_message(channel, payload)` runs on one of the client's two delivery threads, never on its
+  /// I/O thread: the messages of one subscription one at a time and in order, the subscriptions
+  /// with messages in turn, one message each. So a flood on one channel or a slow callback delays
+  /// that subscription only (a callback that blocks holds one of the two threads), and never the
+  /// connection's other channels, the confirmations of new subscriptions, or the locks' wake-ups.
+  /// The callback may make blocking calls on the client. A subscription whose callback falls
+  /// 100,000 messages behind loses the oldest; how many is reported through `config::on_error`.
+  /// An exception the callback throws is reported there too (the message is dropped, nothing else
+  /// is affected). Subscriptions are reference-counted per channel and restored after a reconnect.
   /// @throws redlease::error if the subscription is not confirmed within the request timeout.
   subscription subscribe(std::string channel, std::function<void(std::string_view, std::string_view)> on_message);
   /// As above, reporting through `ec`.

@@ -76,7 +76,7 @@ struct lock_layout {
   std::string deadlines_key;
   /// The fencing token key (a string holding the last token handed out; one sequence per name,
   /// shared by the reentrant and the fair lock, and by the read and the write lock); empty for the
-  /// count-down latch, which hands out none.
+  /// semaphore and the count-down latch, which hand out none.
   std::string token_key;
   /// The pattern (`*`: a release's request id) of the keys that latch a release against a retry,
   /// so it is applied once (the count-down latch's: a `try_set_count` or `count_down` call); empty
@@ -98,7 +98,8 @@ struct lock_layout {
 
   /// The main channel: where releases publish (`channels.front().channel`).
   const std::string& channel() const noexcept { return channels.front().channel; }
-  /// The latch key of the release with request id `request`. Empty for the mutex.
+  /// The latch key of the release with request id `request` (for the semaphore also the grant mark
+  /// of the acquisition attempt with that id). Empty for the mutex.
   std::string latch_key(std::string_view request) const;
   /// The hand-off channel of the fair lock's waiter with owner field `field`
   /// (`<channel>:<field>`); for the other kinds, the main channel.

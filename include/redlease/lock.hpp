@@ -111,6 +111,7 @@ enum class lock_kind : std::uint8_t {
   fair,       ///< Redisson's fair lock: the reentrant hash plus a FIFO queue of waiters
   read,       ///< the read side of Redisson's read-write lock
   write,      ///< the write side of Redisson's read-write lock
+  semaphore,  ///< Redisson's RSemaphore: a string key holding the available permits (redlease::semaphore)
   /// Redisson's count-down latch (`redlease::count_down_latch`): a string key holding the count. Not a
   /// lock: the engine only waits on it (its await), and a grant is no hold.
   latch,

@@ -20,5 +20,6 @@
 #include "redlease/multi_lock.hpp"
 #include "redlease/redlock.hpp"
 #include "redlease/reply.hpp"
+#include "redlease/semaphore.hpp"
 #include "redlease/stock.hpp"
 #include "redlease/version.hpp"

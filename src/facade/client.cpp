@@ -160,6 +160,22 @@ void client_impl::shutdown() noexcept {
   // Closed from the I/O thread itself (inside a callback): the thread stays joinable, and whoever
   // destroys the client joins it. Only a client whose last reference goes on its own thread detaches.
   if (join_io_thread()) fail_inbox();  // whatever came in after the executor's last drain
+  // After the I/O thread: a subscription callback blocked in a call on this client has its answer
+  // (client_closed) by now. On the I/O thread, the callbacks in progress are not waited for (one may
+  // wait for this thread).
+  std::shared_ptr<delivery_pool> pool;
+  {
+    std::lock_guard<std::mutex> g(delivery_mu_);
+    delivery_stopped_ = true;
+    pool = std::move(delivery_);
+  }
+  if (pool) pool->stop(!on_io_thread());
+}
+
+std::shared_ptr<delivery_pool> client_impl::delivery() {
+  std::lock_guard<std::mutex> g(delivery_mu_);
+  if (!delivery_ && !delivery_stopped_) delivery_ = delivery_pool::make();
+  return delivery_;
 }
 
 }  // namespace detail
@@ -333,6 +349,9 @@ struct subscription::state final : detail::subscriber::listener {
   std::shared_ptr<detail::client_impl> impl;
   std::string channel;
   detail::callback_slot<std::string_view, std::string_view> fn;
+  // The messages on their way to `fn`, which runs on a delivery thread (runtime/delivery.hpp).
+  std::shared_ptr<detail::delivery_queue> queue;
+  std::shared_ptr<detail::delivery_pool> pool;
   detail::unique_function<void(std::error_code, bool)> confirmed;
   std::unique_ptr<asio::steady_timer> timer;  // bounds the wait for the confirmation
   detail::subscriber* added = nullptr;  // the subscriber it was added to, which it leaves (not looked up again)
@@ -345,8 +364,8 @@ struct subscription::state final : detail::subscriber::listener {
     c(ec, !ec);
   }
 
-  void on_message(std::string_view ch, std::string_view payload) override {
-    fn.call(impl->cfg(), "subscribe callback", ch, payload);
+  void on_message(std::string_view, std::string_view payload) override {
+    if (queue && pool) queue->push(payload, *pool);
   }
   void on_subscribed() override { complete({}); }
   void on_refused(std::error_code ec, const std::string& text) override {
@@ -360,8 +379,10 @@ void subscription::reset() noexcept {
   auto st = std::move(state_);
   auto impl = st->impl;
   // The promise: once this returns the callback is not running and never runs again (from inside
-  // the callback itself, it runs no more once it returns).
-  st->fn.set(nullptr);
+  // the callback itself, it runs no more once it returns). On the I/O thread a callback in progress
+  // is not waited for (it may be waiting for this thread): none starts after it.
+  if (st->queue) st->queue->close();
+  if (!impl->on_io_thread()) st->fn.set(nullptr);
   // The listener must leave the subscriber on the executor; it stays alive until then.
   // Always posted: called from inside the callback, the state must outlive the call in progress.
   impl->post([st] {
@@ -380,6 +401,23 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   st->impl = impl_;
   st->channel = std::move(channel);
   st->fn.set(std::move(on_message));
+  st->pool = impl_->delivery();
+  if (!st->pool) {
+    ec = errc::client_closed;
+    return {};
+  }
+  std::weak_ptr<subscription::state> self = st;
+  st->queue = std::make_shared<detail::delivery_queue>(
+      [self](std::string_view payload) {
+        if (auto s = self.lock()) s->fn.call(s->impl->cfg(), "subscribe callback", s->channel, payload);
+      },
+      [self](std::uint64_t n) {
+        if (auto s = self.lock())
+          detail::report_background(s->impl->cfg(), "subscribe", {},
+                                    "dropped " + std::to_string(n) + " messages of channel \"" + s->channel +
+                                        "\": its callback is slower than the channel (" +
+                                        std::to_string(detail::delivery_queue::cap) + " queued at most)");
+      });
   auto timeout = impl_->cfg().request_timeout;
   detail::sync_call<bool>(*impl_, ec, [st, timeout](detail::unique_function<void(std::error_code, bool)> done) mutable {
     st->confirmed = std::move(done);
@@ -437,6 +475,7 @@ client_stats client::stats() const {
     s.replies += n.lane_stats().replies.load(std::memory_order_relaxed);
   });
   s.renew_calls = impl_->renew_calls;
+  s.watchdog_ticks = impl_->watchdog_ticks;
   s.renewed_locks = impl_->renewed_locks;
   s.held_locks = impl_->held_locks;
   s.watched_locks = impl_->watched_locks;

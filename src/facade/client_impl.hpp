@@ -27,6 +27,7 @@
 #include "runtime/io_runtime.hpp"
 #include "runtime/lock_runtime.hpp"
 #include "topology/node.hpp"
+#include "runtime/delivery.hpp"
 #include "topology/topology.hpp"
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
@@ -63,6 +64,10 @@ class client_impl : public std::enable_shared_from_this<client_impl>, public io_
   // the budget of config::sync_wait (see lane_spin), then sleeps in poll().
   void pump_lane(lane_session& s, const one_shot& answered) override;
 
+  // The threads that run client::subscribe's callbacks (runtime/delivery.hpp), started by the
+  // first call; null once the client has closed. Any thread.
+  std::shared_ptr<delivery_pool> delivery();
+
   // Executor only: runs `fn` when the client closes, unless `alive` has expired by then.
   void on_close(std::weak_ptr<void> alive, std::function<void()> fn) {
     std::erase_if(close_hooks_, [](auto& h) { return h.first.expired(); });
@@ -74,6 +79,9 @@ class client_impl : public std::enable_shared_from_this<client_impl>, public io_
   std::unique_ptr<topology> topo_;
   std::unique_ptr<lock_service> locks_;
   std::mutex life_mu_;
+  std::mutex delivery_mu_;
+  std::shared_ptr<delivery_pool> delivery_;
+  bool delivery_stopped_ = false;
   // Executor only: closes the connections once nothing sent or queued waits for its answer, or at
   // `until` (config::close_timeout).
   void close_when_answered(clock::time_point until);

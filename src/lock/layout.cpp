@@ -45,6 +45,7 @@ std::string_view token_prefix(lock_kind kind) {
     case lock_kind::latch: return {};  // no fencing: no token key
     case lock_kind::reentrant:
     case lock_kind::fair: break;
+    case lock_kind::semaphore: return {};  // no fencing tokens
   }
   return "redisson_lock_token";
 }
@@ -82,7 +83,7 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
   if (p == "*") return {{0, "*"}};
   std::vector<ranked> out{{0, std::string(p)}};
   if (kind != lock_kind::mutex) out.push_back({1, derived(latch_prefix, p, ":*")});
-  if (kind != lock_kind::latch) out.push_back({2, derived(token_prefix(kind), p, "")});
+  if (kind != lock_kind::semaphore && kind != lock_kind::latch) out.push_back({2, derived(token_prefix(kind), p, "")});
   if (kind == lock_kind::fair) {
     out.push_back({3, derived(queue_prefix, p, "")});
     out.push_back({3, derived(deadlines_prefix, p, "")});
@@ -140,6 +141,9 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     case lock_kind::fair:
       l.keys.push_back({n, "hash", "the lock: owner field -> hold count"});
       break;
+    case lock_kind::semaphore:
+      l.keys.push_back({n, "string", "the semaphore: the available permits"});
+      break;
     case lock_kind::latch:
       l.keys.push_back({n, "string", "the count-down latch: the count (missing: 0)"});
       break;
@@ -150,7 +154,7 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     l.keys.push_back({l.queue_key, "list", "the waiters' queue, head first"});
     l.keys.push_back({l.deadlines_key, "zset", "each waiter's deadline in the queue (epoch ms)"});
   }
-  if (kind != lock_kind::latch) {
+  if (kind != lock_kind::semaphore && kind != lock_kind::latch) {
     l.token_key = tagged(token_prefix(kind), name);
     l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
   }

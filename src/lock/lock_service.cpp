@@ -146,8 +146,16 @@ void lock_service::reschedule(hold& h) {
   if (h.in_flight) {
     schedule_.add(&h, h.valid_until);
   } else if (h.renewable) {
-    // Renew a third of the watchdog timeout after the lease was last set.
-    schedule_.add(&h, std::min(h.valid_until, h.valid_until - c_.cfg().watchdog_timeout + interval_));
+    // Renew a third of the watchdog timeout after the lease was last set. In a cluster, at the phase
+    // of the hold's slot at or before that plus the early window, so that the slot's holds share one
+    // script call: a renewal the window took early then falls due a whole interval after the phase
+    // it went out at, not at that phase again (at once). At most 5/12 of the lease has passed then.
+    const auto due = std::min(h.valid_until, h.valid_until - c_.cfg().watchdog_timeout + interval_);
+    auto& topo = c_.topo();
+    const auto count = topo.batch_count();
+    schedule_.add(&h, count <= 1 ? due
+                                 : std::min(h.valid_until, aligned_due(due + schedule_.early(), interval_,
+                                                                       topo.batch_id(h.name), count)));
   } else {
     schedule_.add(&h, h.valid_until);
   }

@@ -62,10 +62,11 @@ class lock_service {
   explicit lock_service(lock_runtime& c);
   ~lock_service();
 
-  /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog.
+  /// Acquires; `wait` empty = wait forever, 0 = one attempt. `lease` empty = watchdog. `amount`: the
+  /// units one acquisition takes (a semaphore's permits; at least 1).
   void acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait, std::optional<ms> lease,
                std::shared_ptr<lost_slot> slot, const wait_strategy& how, bool_handler h,
-               std::shared_ptr<acquire_cancel> cancel = nullptr, bool fenced = false);
+               std::shared_ptr<acquire_cancel> cancel = nullptr, bool fenced = false, long long amount = 1);
   /// Ends the acquisition with `errc::operation_aborted`: at once if no attempt is on the wire, else
   /// when its reply comes (a grant it brought is released first).
   void cancel_acquire(acquire_cancel& x);
@@ -139,7 +140,7 @@ class lock_service {
   // `request`: the id of an earlier sending of the same undo, whose reply never came.
   void undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id, bool queued,
                     ms allowance, unique_function<void()> then = nullptr, std::string request = {},
-                    bool unordered = false);
+                    bool unordered = false, long long amount = 1);
   struct undo_round;
   void send_behind(std::string_view key, const lua_script& s, arg_list a, reply_handler h);
   void undo_answered(const std::shared_ptr<undo_round>& r, std::error_code ec);
@@ -196,6 +197,8 @@ class lock_service {
   static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);
   void wake(channel_entry& ch, wake_policy how);
+  // A message saying `units` are available: wakes, in order, the waiters whose amount fits.
+  void wake_units(channel_entry& ch, long long units);
   void with_keyspace_state(std::string_view key, unique_function<void()> then);
 
   lock_runtime& c_;

@@ -51,6 +51,7 @@ struct lock_service::undo_round {
   std::string request;
   bool queued = false;  // the attempt may have queued the owner (a fair lock): leave the queue too
   ms allowance{0};      // ... with the allowance it queued with
+  long long amount = 1; // the units the attempt took (a semaphore's permits)
   int parts = 0;        // sends not answered yet
   bool resend = false;  // one of them may not have reached the server
   bool later = false;   // ... and the connection fails requests at once for now (a protocol error)
@@ -68,13 +69,13 @@ struct lock_service::undo_round {
 // queued after it: it goes out as EVAL, because an EVALSHA answered NOSCRIPT (after SCRIPT FLUSH)
 // would be resent behind that next attempt and could undo it instead.
 void lock_service::undo_acquire(const waiter& w, unique_function<void()> then, bool unordered) {
-  undo_acquire(w.name, w.kind, w.owner, w.id, w.queue, w.allowance, std::move(then), {}, unordered);
+  undo_acquire(w.name, w.kind, w.owner, w.id, w.queue, w.allowance, std::move(then), {}, unordered, w.amount);
 }
 
 // An undo whose own reply never comes is sent again (undo_answered), under the same `request` id.
 void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_id owner, const std::string& id,
                                 bool queued, ms allowance, unique_function<void()> then, std::string request,
-                                bool unordered) {
+                                bool unordered, long long amount) {
   auto round = std::make_shared<undo_round>();
   round->name = name;
   round->kind = kind;
@@ -82,6 +83,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   round->id = id;
   round->queued = queued;
   round->allowance = allowance;
+  round->amount = amount;
   round->then = std::move(then);
   auto done = [this, round](std::error_code ec, reply) { undo_answered(round, ec); };
   const auto& proto = protocol_of(kind);
@@ -102,6 +104,7 @@ void lock_service::undo_acquire(const std::string& name, lock_kind kind, owner_i
   if (known) u.remaining_lease = lease_of_levels(h->levels, h->levels.size(), u.remaining_lease);
   u.expected = (known ? static_cast<long long>(h->levels.size()) : 0) + 1;
   u.latch_ttl = latch_ttl();
+  u.amount = amount;
   arg_list a;
   proto.encode_undo(a, u);
   // Out of memory (noeviction) an undo must still give the grant back, as a release does: with the
@@ -161,10 +164,11 @@ void lock_service::undo_answered(const std::shared_ptr<undo_round>& r, std::erro
       keep_client keep(life);
       if (!keep) return;
       timers_.erase(t);
-      if (!closed_) undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
+      if (!closed_)
+        undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false, r->amount);
     });
   } else if (r->resend && !closed_) {
-    undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request);
+    undo_acquire(r->name, r->kind, r->owner, r->id, r->queued, r->allowance, nullptr, r->request, false, r->amount);
   } else if (r->unordered && !closed_) {
     const ms step = c_.cfg().request_timeout;
     r->sweep_until = clock::now() + 64 * step;
@@ -217,7 +221,7 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, 
         const hold* h = find(r->name, r->owner, r->kind);
         const long long known =
             h && !h->lost && (!proto.per_attempt_id() || h->token == r->id) ? static_cast<long long>(h->levels.size()) : 0;
-        if (*n > known) undo_acquire(r->name, r->kind, r->owner, r->id, false, r->allowance);
+        if (*n > known) undo_acquire(r->name, r->kind, r->owner, r->id, false, r->allowance, nullptr, {}, false, r->amount);
       }
       sweep_later(std::move(r), 2 * step, 2 * step, left - 1);
     }, true);
@@ -251,8 +255,9 @@ bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
 
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
-                           bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced) {
+                           bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced, long long amount) {
   if (closed_) return h(errc::client_closed, false);
+  if (amount < 1) return h(errc::invalid_argument, false);
   if (cancel && cancel->requested) return h(errc::operation_aborted, false);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
     return h(errc::invalid_argument, false);
@@ -302,14 +307,14 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
         };
       }
       after_release_[held].push_back([this, name = std::move(name), kind, owner, wait, lease, slot = std::move(slot),
-                                      how = how, parked, cancel = std::move(cancel), fenced, settle,
+                                      how = how, parked, cancel = std::move(cancel), fenced, amount, settle,
                                       since = clock::now()]() mutable {
         if (cancel) cancel->parked = nullptr;
         settle();
         if (!*parked) return;
         if (wait) wait = std::max(ms(0), *wait - std::chrono::duration_cast<ms>(clock::now() - since));
         acquire(std::move(name), kind, owner, wait, lease, std::move(slot), how, std::move(*parked),
-                std::move(cancel), fenced);
+                std::move(cancel), fenced, amount);
       });
       return;
     }
@@ -329,6 +334,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->next_delay = w->how.initial;
   w->done = std::move(h);
   w->fenced = fenced;
+  w->amount = amount;
   w->allowance = queue_allowance(wait);
   w->queue = !(wait && wait->count() == 0);
   if (protocol_of(kind).per_attempt_id()) w->id = random_token();
@@ -389,7 +395,7 @@ bool lock_service::end_if_cancelled(const std::shared_ptr<waiter>& w, bool grant
 void lock_service::end_attempt_after_close(const std::shared_ptr<waiter>& w, std::error_code ec, bool granted) {
   const bool leave_here = w->finished;
   if (granted || outcome_unknown(ec)) {
-    undo_acquire(w->name, w->kind, w->owner, w->id, w->queue && leave_here, w->allowance);
+    undo_acquire(w->name, w->kind, w->owner, w->id, w->queue && leave_here, w->allowance, nullptr, {}, false, w->amount);
   } else if (!ec && leave_here) {
     give_up(*w);
   }

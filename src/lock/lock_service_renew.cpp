@@ -42,6 +42,7 @@ void lock_service::on_watchdog_timer() {
   for (auto& h : expired) mark_lost(*h, lost_reason::expired);
   if (!batch.empty()) {
     card_.touch(now);  // one call per half TTL at most, whatever the number of holds
+    ++c_.watchdog_ticks;
     send_renewals(std::move(batch), {});
   }
   arm_watchdog();

@@ -205,6 +205,7 @@ struct lock_service::channel_entry final : channel_listener {
       if (payload == "del" || payload == "expired" || payload == "evicted") svc->wake(*this, wake_policy::one);
       return;
     }
+    if (auto units = proto->units_available(payload)) return svc->wake_units(*this, *units);
     svc->wake(*this, proto->wakes(payload));
   }
   void on_subscribed() override { svc->wake(*this, wake_policy::all); }

@@ -246,6 +246,28 @@ void lock_service::wake(channel_entry& ch, wake_policy how) {
   for (auto& w : targets) waiter_try(w);
 }
 
+// A message that says how many units are free (a semaphore's permits): each waiter whose amount fits
+// in what is left is woken, in the order they began to wait, and counted off; one that needs more
+// than is left is passed over (a waiter for 3 is not woken by 1 free, and does not hold up a waiter
+// for 1 behind it). Other clients' waiters compete for the same units: a woken waiter that finds
+// them taken waits for the next message. A waiter whose attempt is out (woken by an earlier message)
+// tries again after it, but is not counted: a grant it gets is the earlier message's, and this one's
+// units go to the waiters behind it.
+void lock_service::wake_units(channel_entry& ch, long long units) {
+  std::vector<std::shared_ptr<waiter>> targets;
+  for (auto* w : ch.waiters) {
+    if (units <= 0) break;
+    if (w->finished || w->cancelled || w->amount > units) continue;
+    if (!w->trying) {
+      units -= w->amount;
+      w->woken = true;  // passes the wake-up on if it gives up without the units (finish_waiter)
+    }
+    targets.push_back(w->shared_from_this());
+  }
+  if (targets.empty()) ch.missed = true;
+  for (auto& w : targets) waiter_try(w);
+}
+
 void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl) {
   auto now = clock::now();
   clock::time_point until = clock::time_point::max();

@@ -58,6 +58,7 @@ struct release_request {
   bool retry = false;        // a retry of a release whose reply never came
   ms latch_ttl{0};
   std::string_view publish = "publish";  // the scripts' publish command (topology::publish_command)
+  long long amount = 1;      // how many units the release gives back (a semaphore's permits)
 };
 
 /// Whom a message on a kind's channel wakes among a client's waiters on that channel (in the order
@@ -136,6 +137,10 @@ class lock_protocol {
   /// the wake-up on if it gives up without the lock. A kind whose message carries a count or a state
   /// (a semaphore's permits, a latch reaching zero) says so here; no other part of the engine reads it.
   virtual wake_policy wakes(std::string_view payload) const { return payload == "1" ? wake_policy::all : wake_policy::one; }
+  /// How many units a message `payload` says are available (a semaphore's permits), for a kind whose
+  /// waiters take several: the engine then wakes, in the order they began to wait, each waiter whose
+  /// amount still fits in what is left. Empty (every lock kind): `wakes` decides.
+  virtual std::optional<long long> units_available(std::string_view /*payload*/) const { return std::nullopt; }
   /// The channel a waiter of `field` listens on: the kind's channel, or one of its own (a fair lock
   /// hands the lock to the head of its queue only, on that waiter's channel).
   virtual std::string waiter_channel(std::string_view name, std::string_view /*field*/) const { return channel(name); }

@@ -50,6 +50,7 @@ class lock_runtime {
 
   // What the lock layer counts (client::stats reads them from any thread).
   std::atomic<std::uint64_t> renew_calls{0};
+  std::atomic<std::uint64_t> watchdog_ticks{0};
   std::atomic<std::uint64_t> renewed_locks{0};
   std::atomic<std::uint64_t> held_locks{0};
   std::atomic<std::uint64_t> watched_locks{0};

@@ -14,9 +14,9 @@
 #include <asio/steady_timer.hpp>
 
 #include "background.hpp"
-#include "net/subscriber.hpp"
 #include "redlease/error.hpp"
 #include "topology/cluster_map.hpp"
+#include "topology/cluster_pubsub.hpp"
 #include "topology/cluster_route_fsm.hpp"
 #include "topology/node.hpp"
 #include "topology/topology.hpp"
@@ -51,8 +51,10 @@ class cluster_topology final : public topology {
       : ex_(ex),
         cfg_(cfg),
         guard_(guard),
-        sub_(ex, cfg_),
-        probe_timer_(ex),
+        pubsub_(ex, cfg_,
+                {[this](std::uint16_t slot) { return route_slot(slot).address; },
+                 [this](std::uint16_t slot, const node_address& to) { map_.patch(slot, to); },
+                 [this] { want_refresh(); }}),
         refresh_timer_(ex),
         deadline_timer_(ex) {
     gate_ = refresh_gate({std::chrono::milliseconds(200), cfg_.cluster.refresh_interval});
@@ -78,10 +80,7 @@ class cluster_topology final : public topology {
       if (c->timer) c->timer->cancel();
       finish(*c, errc::client_closed, reply{});
     }
-    probe_timer_.cancel();
-    sub_.close();
-    for (auto& [a, s] : shard_subs_) s->close();
-    for (auto& [a, s] : keyspace_subs_) s->close();
+    pubsub_.close();
     for (auto& e : entries_) e->n->close();
   }
 
@@ -107,34 +106,22 @@ class cluster_topology final : public topology {
   std::uint64_t batch_id(std::string_view key) const override {
     return mode_ == mode::single ? 0 : key_slot(key);
   }
-  subscriber& sub_for(std::string_view) override { return sub_; }
-  std::string_view publish_command() const override { return sharded_ ? "spublish" : "publish"; }
+  std::uint64_t batch_count() const override { return mode_ == mode::single ? 1 : cluster_slot_count; }
+  subscriber& sub_for(std::string_view) override { return pubsub_.classic(); }
+  std::string_view publish_command() const override { return pubsub_.publish_command(); }
 
   // Every subscription of the lock layer is recorded with where it lives now: a sharded one moves
   // with its slot (and every one moves when the mode is decided).
   subscriber* subscribe(const std::string& channel, channel_listener* l) override {
-    subscriber* s = wanted_sub(channel);
-    auto& h = homes_[channel];
-    h.s = s;
-    h.listeners.push_back(l);
-    s->add(channel, l);
-    return s;
+    return pubsub_.subscribe(channel, l);
   }
   void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l) override {
-    auto it = homes_.find(channel);
-    if (it == homes_.end()) return topology::unsubscribe(s, channel, l);
-    auto& ls = it->second.listeners;
-    ls.erase(std::remove(ls.begin(), ls.end(), l), ls.end());
-    subscriber* at = it->second.s;
-    if (ls.empty()) homes_.erase(it);
-    at->remove(channel, l);
+    if (!pubsub_.unsubscribe(channel, l)) topology::unsubscribe(s, channel, l);
   }
 
   void for_each_connection(const std::function<void(const connection&, bool)>& f) const override {
     for (auto& e : entries_) f(*e->n->conn_ptr(), false);
-    f(sub_.conn(), true);
-    for (auto& [a, s] : shard_subs_) f(s->conn(), true);
-    for (auto& [a, s] : keyspace_subs_) f(s->conn(), true);
+    pubsub_.for_each_connection(f);
   }
   void for_each_node(const std::function<void(const node&)>& f) const override {
     for (auto& e : entries_) f(*e->n);
@@ -165,98 +152,6 @@ class cluster_topology final : public topology {
     std::unique_ptr<asio::steady_timer> timer;  // a backoff, made at the first
   };
   using call_ptr = std::shared_ptr<call>;
-
-  struct home {
-    subscriber* s = nullptr;
-    std::vector<channel_listener*> listeners;
-  };
-
-  // ---- pub/sub ----
-
-  subscriber* wanted_sub(const std::string& channel) {
-    if (mode_ != mode::cluster) return &sub_;
-    // Keyspace events are published on the node that holds the key only: listen there.
-    constexpr std::string_view keyspace = "__keyspace@";
-    if (channel.compare(0, keyspace.size(), keyspace) == 0) {
-      const auto colon = channel.find("__:");
-      if (colon != std::string::npos)
-        return &node_sub(route_slot(key_slot(std::string_view(channel).substr(colon + 3))).address, false);
-    }
-    if (!sharded_) return &sub_;
-    return &node_sub(route_slot(key_slot(channel)).address, true);
-  }
-
-  // The pub/sub connection to one master: sharded (SSUBSCRIBE), or classic for its keyspace events.
-  subscriber& node_sub(const node_address& a, bool sharded) {
-    auto& subs = sharded ? shard_subs_ : keyspace_subs_;
-    auto k = key_of(a);
-    if (auto it = subs.find(k); it != subs.end()) return *it->second;
-    auto s = std::make_unique<subscriber>(ex_, node_config(cfg_, a), sharded ? ":ssub" : ":ksub", sharded);
-    s->on_moved([this](const std::string& channel, const std::string& why) { channel_moved(channel, why); });
-    s->on_down_hook([this] { want_refresh(); });
-    return *subs.emplace(std::move(k), std::move(s)).first->second;
-  }
-
-  // A sharded subscription ended or was refused with a redirect: follow a MOVED at once (the
-  // listeners re-subscribe on the new owner, and their confirmation wakes the waiters to retry:
-  // unlock messages were lost meanwhile); otherwise the next table says where it went.
-  void channel_moved(const std::string& channel, const std::string& why) {
-    if (closed_) return;
-    if (auto r = parse_cluster_redirect(why, {}); r && r->type == cluster_redirect::kind::moved && !r->node.host.empty())
-      map_.patch(r->slot, r->node);
-    want_refresh();
-    rehome(channel, true);
-  }
-
-  // Moves `channel`'s listeners to the subscriber that should carry it. `retry`: subscribe again
-  // where it is when that is still the place (the table may not know better yet).
-  void rehome(const std::string& channel, bool retry) {
-    auto it = homes_.find(channel);
-    if (it == homes_.end()) return;
-    subscriber* want = wanted_sub(channel);
-    subscriber* was = it->second.s;
-    if (want == was && !(retry && !was->confirmed(channel))) return;
-    auto ls = it->second.listeners;
-    it->second.s = want;
-    for (auto* l : ls) was->remove(channel, l);
-    for (auto* l : ls) want->add(channel, l);
-  }
-
-  void rehome_all() {
-    std::vector<std::string> names;
-    names.reserve(homes_.size());
-    for (auto& [name, h] : homes_) names.push_back(name);
-    for (auto& n : names) rehome(n, false);
-  }
-
-  // AUTO, as Redisson decides: sharded when a node answers PUBSUB SHARDNUMSUB (Redis 7), within
-  // the probe timeout (a probe that hung on a managed cluster: Redisson's #6646).
-  void decide_sharded(entry& at) {
-    if (cfg_.cluster.sharded_pubsub == sharded_pubsub_mode::off) return;
-    if (cfg_.cluster.sharded_pubsub == sharded_pubsub_mode::on) {
-      sharded_ = true;
-      return rehome_all();
-    }
-    probe_timer_.expires_after(cfg_.cluster.probe_timeout);
-    probe_timer_.async_wait([this, alive = alive_](std::error_code ec) {
-      if (ec || !*alive || probed_) return;
-      probed_ = true;
-      report_background(cfg_, "cluster", errc::request_timeout,
-                        "PUBSUB SHARDNUMSUB did not answer within " + std::to_string(cfg_.cluster.probe_timeout.count()) +
-                            " ms: classic pub/sub (set cluster.sharded_pubsub to choose)");
-    });
-    std::string cmd;
-    encode_command(cmd, {"PUBSUB", "SHARDNUMSUB"});
-    at.n->conn().submit_here(request{std::move(cmd), [this, alive = alive_](std::error_code ec, reply r) {
-                                       if (!*alive || closed_ || probed_) return;
-                                       probed_ = true;
-                                       probe_timer_.cancel();
-                                       if (ec || r.is_error()) return;
-                                       sharded_ = true;
-                                       rehome_all();
-                                     },
-                                     true});
-  }
 
   entry& node_at(const node_address& a) {
     auto k = key_of(a);
@@ -518,7 +413,7 @@ class cluster_topology final : public topology {
     if (first) {
       mode_ = mode::cluster;
       for (auto& e : entries_) e->n->set_auto_ack(true);
-      sub_.conn().set_resolver([this](connection::callbacks::resolved done) { resolve_sub(std::move(done)); });
+      pubsub_.on_cluster([this](connection::callbacks::resolved done) { resolve_sub(std::move(done)); });
     }
     // A pinned node the table no longer lists is gone for good: nothing it ran remains to undo.
     for (auto it = pinned_.begin(); it != pinned_.end();)
@@ -527,8 +422,8 @@ class cluster_topology final : public topology {
     for (auto& r : map_.ranges()) node_at(map_.nodes()[r.master].address);
     for (auto& e : entries_) e->n->refresh_replicas();
     // Subscriptions follow their slots (and, the first time, leave the classic connection).
-    if (first) decide_sharded(answered);
-    rehome_all();
+    if (first) pubsub_.decide_sharded(answered.n->conn());
+    pubsub_.rehome_all();
     if (!what.empty()) {
       report_background(cfg_, "cluster", {}, what);
       if (events_.on_failover) events_.on_failover(what);
@@ -573,14 +468,8 @@ class cluster_topology final : public topology {
   std::vector<node_address> seeds_;
   std::vector<std::unique_ptr<entry>> entries_;  // seeds first; never shrinks (a node may return)
   std::unordered_map<std::string, entry*> by_address_;
-  subscriber sub_;  // classic pub/sub (and the client's own subscriptions)
-  std::unordered_map<std::string, std::unique_ptr<subscriber>> shard_subs_;  // by node, sharded mode
-  std::unordered_map<std::string, std::unique_ptr<subscriber>> keyspace_subs_;  // by node, keyspace events
-  std::unordered_map<std::string, home> homes_;  // the lock layer's channels, and where each lives
-  asio::steady_timer probe_timer_;
-  bool probed_ = false;
-  bool sharded_ = false;
   cluster_map map_;
+  cluster_pubsub pubsub_;
   refresh_gate gate_;
   asio::steady_timer refresh_timer_;
   asio::steady_timer deadline_timer_;

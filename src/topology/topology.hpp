@@ -80,6 +80,9 @@ class topology {
   virtual bool promotes_replicas() const { return false; }
   /// Keys with equal batch ids may go together in one script call (a cluster: the same slot).
   virtual std::uint64_t batch_id(std::string_view /*key*/) const { return 0; }
+  /// How many batch ids there are (a cluster: 16384 slots): above one, the watchdog renews the holds
+  /// of one batch id together, at a phase of the interval of its own (watchdog::aligned_due).
+  virtual std::uint64_t batch_count() const { return 1; }
   /// The pub/sub connection that carries `channel` (statistics, the client's own subscriptions).
   virtual subscriber& sub_for(std::string_view channel) = 0;
   /// Adds `l` to `channel` on the pub/sub connection that carries it, and returns that connection:

@@ -114,4 +114,16 @@ schedule::due_items schedule::take_due(clock::time_point now) {
   return out;
 }
 
+clock::time_point aligned_due(clock::time_point due, clock::duration interval, std::uint64_t batch,
+                              std::uint64_t count) noexcept {
+  if (count <= 1 || interval <= clock::duration::zero()) return due;
+  const auto span = interval.count();
+  // batch / count of the interval, in the clock's ticks (no overflow: batch < count <= 2^14, and
+  // an interval beyond 2^49 ns, six days, is not a watchdog's).
+  const auto phase = static_cast<clock::rep>(static_cast<unsigned long long>(span) * (batch % count) / count);
+  auto past = (due.time_since_epoch().count() - phase) % span;
+  if (past < 0) past += span;
+  return due - clock::duration(past);
+}
+
 }  // namespace redlease::detail

@@ -23,6 +23,14 @@ struct watch_entry {
   std::uint64_t seq = 0;            // tie-breaker, set by the schedule
 };
 
+/// When a hold of batch `batch` (of `count`) whose renewal falls due at `due` is renewed instead, so
+/// that the holds of one batch (a cluster slot) fall due together and go out in one script call: the
+/// last time at or before `due` at the batch's phase of `interval` (`interval * batch / count` past a
+/// multiple of `interval` on the steady clock). Never later than `due`, and later than
+/// `due - interval`: at most one renewal more than unaligned, the first. `count` <= 1: `due`.
+clock::time_point aligned_due(clock::time_point due, clock::duration interval, std::uint64_t batch,
+                              std::uint64_t count) noexcept;
+
 class schedule {
  public:
   /// What `take_due` found.
@@ -36,6 +44,8 @@ class schedule {
 
   void add(watch_entry* e, clock::time_point due);
   void remove(watch_entry* e);
+  /// How much before its due time a renewal may go out (the constructor's `early`).
+  clock::duration early() const { return early_; }
   bool empty() const { return heap_.empty(); }
   std::size_t size() const { return heap_.size(); }
   /// The next time something is due, or time_point::max().

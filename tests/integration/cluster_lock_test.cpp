@@ -165,6 +165,33 @@ TEST_F(cluster_lock_test, a_hold_is_renewed_through_moved_after_its_slot_moves) 
   rig_->migrate_slot(slot, masters[1], masters[0]);
 }
 
+// The holds of one slot, taken at different times, renew in one script call per interval: each is
+// renewed at its slot's phase of the interval (aligned_due), not a third of its TTL after its own
+// grant. Unaligned, eight holds taken 70 ms apart over more than the interval fall due at three or
+// four firings per interval.
+TEST_F(cluster_lock_test, the_holds_of_one_slot_renew_together) {
+  const auto masters = rig_->masters();
+  client c(cfg_at(masters[0], 1500ms));  // interval 500 ms
+  std::vector<lock> held;
+  for (int i = 0; i < 8; ++i) {
+    held.push_back(c.lock("{cluster:slotmates}:" + std::to_string(i)));
+    held.back().lock();
+    std::this_thread::sleep_for(70ms);  // spreads the grants: what the test is about, not a wait
+  }
+  // From the first renewal on (within an interval of each grant) they share their slot's phase.
+  std::this_thread::sleep_for(600ms);
+  const auto a = c.stats();
+  std::this_thread::sleep_for(1500ms);  // three intervals
+  const auto b = c.stats();
+  EXPECT_GE(b.renewed_locks - a.renewed_locks, 8u * 2) << "each hold renewed about once per interval";
+  EXPECT_LE(b.renew_calls - a.renew_calls, 4u) << "one call per interval (a fourth at the window's edge)";
+  EXPECT_LE(b.watchdog_ticks - a.watchdog_ticks, 4u);
+  for (auto& l : held) {
+    EXPECT_TRUE(l.valid());
+    l.unlock();
+  }
+}
+
 TEST_F(cluster_lock_test, ask_during_a_migration_reaches_the_importing_node) {
   const auto masters = rig_->masters();
   client c(cfg_at(masters[2]));

@@ -116,5 +116,110 @@ TEST(core_health_test, silent_pubsub_connection_is_pinged_dropped_and_resubscrib
   EXPECT_GE(c.stats().pubsub_connects, 2u);
 }
 
+// ---- a flood on one channel (issue 39) -----------------------------------------------------------
+
+// Publishes on `channel` from its own connection until destroyed, 20 PUBLISH in one round trip
+// each millisecond: up to 20,000 a second, more than a callback of 50 us can take, and a rate the
+// client reads at even under TSan (at 40,000 a second its I/O thread fell behind there: a rate
+// beyond what it can read delays any reply on that connection, as it would on any client).
+class flood {
+ public:
+  flood(redis_server& srv, std::string channel) : rc_(srv.client()), channel_(std::move(channel)) {
+    t_ = std::thread([this] {
+      const std::vector<std::vector<std::string>> batch(20, {"PUBLISH", channel_, "flood"});
+      auto next = std::chrono::steady_clock::now();
+      while (!stop_) {
+        rc_.pipeline(batch);
+        ++rounds_;
+        next += std::chrono::milliseconds(1);
+        std::this_thread::sleep_until(next);
+      }
+    });
+  }
+  ~flood() {
+    stop_ = true;
+    t_.join();
+  }
+  long long rounds() const { return rounds_; }
+
+ private:
+  raw_client rc_;
+  std::string channel_;
+  std::atomic<bool> stop_{false};
+  std::atomic<long long> rounds_{0};
+  std::thread t_;
+};
+
+// A subscriber whose callback takes 50 us under a flood on its own channel resubscribes at once:
+// before the callbacks left the I/O thread, the confirmation queued behind the backlog, and the
+// second subscribe() timed out after 5 s in 2 runs of 3.
+TEST_F(core_test, a_flooded_slow_channel_resubscribes_at_once) {
+  client c(cfg());
+  std::atomic<long long> got{0};
+  auto slow = [&](std::string_view, std::string_view) {
+    ++got;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  };
+  auto sub = c.subscribe("flooded", slow);
+  flood f(server(), "flooded");
+  ASSERT_TRUE(eventually([&] { return got.load() > 1000; }));
+  for (int round = 0; round < 20; ++round) {
+    sub.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::error_code ec;
+    sub = c.subscribe("flooded", slow, ec);
+    ASSERT_FALSE(ec) << "round " << round << ": " << ec.message();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1000ms) << "round " << round;
+  }
+  EXPECT_GT(f.rounds(), 100);
+  std::printf("%lld messages published, %lld delivered\n", f.rounds() * 20, got.load());
+}
+
+// Under that flood, another channel's callback and a lock's wake-up on the same client are not
+// held up: neither waits behind the flooded channel's backlog, nor behind its blocked callback.
+TEST_F(core_test, a_flooded_channel_delays_neither_other_channels_nor_lock_wakeups) {
+  client c(cfg());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  std::atomic<long long> flooded{0};
+  // The flooded channel's callback blocks (until the end of the test) after its first message.
+  auto sub = c.subscribe("flooded2", [&](std::string_view, std::string_view) {
+    if (++flooded > 1) return;
+    std::unique_lock<std::mutex> g(mu);
+    cv.wait(g, [&] { return release; });
+  });
+  flood f(server(), "flooded2");
+  ASSERT_TRUE(eventually([&] { return flooded.load() >= 1; }));
+  // Another channel's messages arrive while the flooded one's callback is blocked.
+  inbox other;
+  auto sub2 = c.subscribe("calm", other.callback());
+  raw_client rc = server().client();
+  EXPECT_EQ(rc({"PUBLISH", "calm", "hello"}).integer, 1);
+  EXPECT_TRUE(eventually([&] { return other.has("hello"); }, 2000ms));
+  // A waiter on this client is woken by the holder's unlock.
+  client holder(cfg());
+  auto held = holder.lock("flood:lock");
+  held.lock();
+  auto l = c.lock("flood:lock");
+  std::atomic<bool> acquired{false};
+  std::thread waiter([&] {
+    l.lock();
+    acquired = true;
+    l.unlock();
+  });
+  std::this_thread::sleep_for(100ms);  // lets the waiter subscribe and wait (not a synchronisation)
+  const auto t0 = std::chrono::steady_clock::now();
+  held.unlock();
+  EXPECT_TRUE(eventually([&] { return acquired.load(); }, 3000ms));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2000ms);
+  waiter.join();
+  {
+    std::lock_guard<std::mutex> g(mu);
+    release = true;
+  }
+  cv.notify_all();
+}
+
 }  // namespace
 }  // namespace redlease::test

@@ -201,5 +201,24 @@ TEST(protocols_test, todays_kinds_take_one_unit_and_every_grant_is_a_hold) {
   EXPECT_EQ(protocol_of(lock_kind::fair).key_type(), "hash");
 }
 
+// The semaphore: a grant that is no hold, busy with nothing to wait on but a message, and messages
+// read as counts (a waiter is woken by how many permits a message says are free).
+TEST(protocols_test, semaphore_reads_replies_and_messages_by_count) {
+  const auto& p = protocol_of(lock_kind::semaphore);
+  EXPECT_FALSE(p.grant_is_hold());
+  EXPECT_EQ(p.key_type(), "string");
+  EXPECT_EQ(p.channel("s"), "redisson_sc:{s}");
+  EXPECT_EQ(p.channel("{t}:s"), "redisson_sc:{t}:s");
+  EXPECT_EQ(p.decode_acquire(integer(1)).what, acquire_result::kind::granted);
+  auto busy = p.decode_acquire(integer(0));
+  EXPECT_EQ(busy.what, acquire_result::kind::busy);
+  EXPECT_EQ(busy.pttl, -1);
+  EXPECT_EQ(p.decode_acquire(bulk("x")).what, acquire_result::kind::bad);
+  EXPECT_EQ(p.units_available("3"), 3);
+  EXPECT_EQ(p.units_available("0"), 0);
+  EXPECT_EQ(p.units_available("x"), 0);
+  EXPECT_EQ(protocol_of(lock_kind::reentrant).units_available("3"), std::nullopt);
+}
+
 }  // namespace
 }  // namespace redlease::detail

@@ -378,5 +378,31 @@ TEST(Schedule, MatchesAnOrderedModelUnderRandomOperations) {
   }
 }
 
+// A cluster's holds of one slot fall due at the slot's phase of the interval, never later than
+// unaligned and at most an interval earlier; different slots at different phases.
+TEST(aligned_due, the_holds_of_one_batch_fall_due_together_and_never_late) {
+  const clock::duration interval = 1000ms;
+  const std::uint64_t count = 16384;
+  std::minstd_rand rng(7);  // fixed: repeatable
+  for (std::uint64_t batch : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{8191}, std::uint64_t{16383}}) {
+    clock::time_point first{};
+    for (int i = 0; i < 200; ++i) {
+      const auto due = clock::time_point(std::chrono::milliseconds(1'000'000 + rng() % 5'000'000)) +
+                       std::chrono::nanoseconds(rng() % 1'000'000);
+      const auto at = aligned_due(due, interval, batch, count);
+      ASSERT_LE(at, due);
+      ASSERT_GT(at, due - interval);
+      if (i == 0) first = at;
+      // Every due time of the batch is a whole number of intervals from every other.
+      ASSERT_EQ((at - first) % interval, clock::duration::zero()) << "batch " << batch;
+    }
+  }
+  const auto due = clock::time_point(12'345'678ms);
+  EXPECT_NE(aligned_due(due, interval, 0, count), aligned_due(due, interval, 8192, count));
+  EXPECT_EQ(aligned_due(due, interval, 8192, count) - aligned_due(due, interval, 0, count), interval / 2)
+      << "batch 8192's phase is half an interval after batch 0's";
+  EXPECT_EQ(aligned_due(due, interval, 5, 1), due) << "one batch (one master): unaligned";
+}
+
 }  // namespace
 }  // namespace redlease::detail

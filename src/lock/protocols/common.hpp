@@ -66,6 +66,7 @@ const lock_protocol& mutex();
 const lock_protocol& fair();
 const lock_protocol& read();
 const lock_protocol& write();
+const lock_protocol& semaphore();
 const lock_protocol& latch();
 
 }  // namespace redlease::detail::protocols

@@ -93,7 +93,8 @@ std::optional<long long> lock_protocol::decode_remaining_ttl(const reply& r) con
 const lock_protocol& protocol_of(lock_kind kind) noexcept {
   // Indexed by the public enum's value.
   static const lock_protocol* const table[] = {&protocols::reentrant(), &protocols::mutex(), &protocols::fair(),
-                                               &protocols::read(), &protocols::write(), &protocols::latch()};
+                                               &protocols::read(), &protocols::write(),
+                                               &protocols::semaphore(), &protocols::latch()};
   return *table[static_cast<std::size_t>(kind)];
 }
 
