@@ -385,17 +385,36 @@ std::uint16_t cluster_rig::failover(std::uint16_t replica_port, failover_mode mo
   if (mode == failover_mode::takeover) cmd.emplace_back("TAKEOVER");
   raw_client c = client(replica_port);
   c.set_timeout(poll_timeout);
-  for (;;) {
-    raw_reply r = c.command(cmd);
-    if (r.is_ok()) break;
-    if (clock::now() >= deadline) {
-      throw std::runtime_error("cluster_rig: CLUSTER FAILOVER on " + std::to_string(replica_port) + " answered " +
-                               r.to_string() + log_tails());
+  // A graceful failover waits for the replica to reach its master's offset, and lapses after 5 s
+  // (CLUSTER_MF_TIMEOUT) if it cannot: an old master demoted a moment ago is still syncing with its
+  // new master (failing back at once timed out twice under load). Wait for its link first, and ask
+  // again when one attempt lapsed.
+  if (mode == failover_mode::graceful) {
+    for (;;) {
+      const raw_reply info = c({"INFO", "replication"});
+      if (info.str.find("master_link_status:up") != std::string::npos) break;
+      if (clock::now() >= deadline) break;  // asked anyway: the error below names what happened
+      std::this_thread::sleep_for(50ms);
     }
-    std::this_thread::sleep_for(50ms);
   }
-  wait_promoted(replica_port, deadline);
-  return old_master;
+  for (;;) {
+    for (;;) {
+      raw_reply r = c.command(cmd);
+      if (r.is_ok()) break;
+      if (clock::now() >= deadline) {
+        throw std::runtime_error("cluster_rig: CLUSTER FAILOVER on " + std::to_string(replica_port) + " answered " +
+                                 r.to_string() + log_tails());
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    const clock::time_point round = mode == failover_mode::graceful ? std::min(deadline, clock::now() + 6s) : deadline;
+    try {
+      wait_promoted(replica_port, round);
+      return old_master;
+    } catch (const std::runtime_error&) {
+      if (round >= deadline) throw;
+    }
+  }
 }
 
 void cluster_rig::wait_promoted(std::uint16_t port, clock::time_point deadline) const {

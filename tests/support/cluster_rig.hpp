@@ -212,9 +212,10 @@ class cluster_rig {
   /// Sends `CLUSTER FAILOVER [FORCE|TAKEOVER]` to the replica on `replica_port` (retried while it
   /// answers an error), then waits until its `ROLE` is master and every live node reports
   /// `cluster_state:ok` and agrees that it owns its slots. Returns the port of its old master.
-  /// Throws `std::runtime_error` after `timeout`.
+  /// A graceful one first waits for the replica's link to its master, and is asked again when an
+  /// attempt lapsed (6 s). Throws `std::runtime_error` after `timeout`.
   std::uint16_t failover(std::uint16_t replica_port, failover_mode mode = failover_mode::graceful,
-                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                         std::chrono::milliseconds timeout = std::chrono::seconds(20));
   /// Polls until `port`'s `ROLE` is master, every live node reports `cluster_state:ok` and the
   /// same masters of all 16384 slots, and `port` is one of them; throws at `deadline`.
   void wait_promoted(std::uint16_t port, clock::time_point deadline) const;
