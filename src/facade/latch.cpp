@@ -9,6 +9,7 @@
 
 #include "facade/client_impl.hpp"
 #include "facade/handle_access.hpp"
+#include "facade/latched_call.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
@@ -33,37 +34,9 @@ using detail::ms;
 // How many times a call of the count is sent when its reply does not come.
 constexpr int max_sendings = 3;
 
-// A sending that may have run (the reply was lost or late), or that never left (the connection could
-// not be made): sent again under the same request id, whose latch makes the server count it once.
-bool send_again(std::error_code ec) {
-  return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error ||
-         ec == errc::connect_failed || ec == errc::connect_timeout;
-}
-
-// One call of a latched script (its KEYS[2] the request latch), and its sendings.
-struct latched_call {
-  std::shared_ptr<detail::client_impl> c;
-  std::string name;
-  const detail::lua_script* script = nullptr;
-  detail::arg_list args;
-  int sendings = 0;
-  detail::unique_function<void(std::error_code, reply)> done;
-};
-
-void send(std::shared_ptr<latched_call> x) {
-  ++x->sendings;
-  detail::arg_list a = x->args;
-  const auto& key = x->name;
-  x->c->exec_script(key, *x->script, std::move(a), [x](std::error_code ec, reply r) mutable {
-    if (ec && send_again(ec) && x->sendings < max_sendings && !x->c->closed()) return send(std::move(x));
-    x->done(ec, std::move(r));
-  });
-}
-
-// The request latch's lifetime: as the engine's releases keep theirs (lock_service::latch_ttl), it
-// outlives every sending of the call, and a sending stuck in a reset connection.
+// The request latch's lifetime, as the engine's releases keep theirs.
 long long request_latch_ttl(const detail::client_impl& c) {
-  return std::max<ms>(ms(60000), 10 * c.cfg().request_timeout).count();
+  return detail::request_latch_ttl(c.cfg().request_timeout).count();
 }
 
 // Sends `script` with KEYS [name, request latch of a fresh request id], `argv` after them and last
@@ -79,7 +52,7 @@ void start_latched(const std::shared_ptr<detail::client_impl>& c, const std::str
   c->run_or_fail([c, name, &script, a = std::move(a), done = std::move(done)](bool closed) mutable {
     if (closed) return done(errc::client_closed, reply{});
     a.add(c->topo().publish_command());
-    send(std::make_shared<latched_call>(latched_call{c, name, &script, std::move(a), 0, std::move(done)}));
+    detail::send_latched(c, name, script, std::move(a), max_sendings, std::move(done));
   });
 }
 

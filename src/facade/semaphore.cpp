@@ -7,6 +7,7 @@
 
 #include "facade/client_impl.hpp"
 #include "facade/handle_access.hpp"
+#include "facade/latched_call.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
@@ -32,54 +33,31 @@ void raise_if(const std::error_code& ec, const std::string& name, const char* op
   if (ec) throw_if(ec, (std::string("semaphore::") + op + " \"" + name.substr(0, 200) + "\"").c_str());
 }
 
-// The latch lifetime the engine gives releases: at least a minute, and ten request timeouts.
-ms latch_ttl(const config& cfg) { return std::max<ms>(ms(60000), 10 * cfg.request_timeout); }
-
-// A reply lost on the way (or a connection that failed before it could be sent): the call is sent
-// again under the same request id, whose latch makes it count once.
-bool resend(std::error_code ec) {
-  return ec == errc::connection_lost || ec == errc::request_timeout || ec == errc::protocol_error ||
-         ec == errc::connect_failed || ec == errc::connect_timeout;
-}
-
-// semaphore_release.lua with one request id, sent up to `left` more times while its outcome is
-// unknown. Executor only.
-struct add_call {
-  std::shared_ptr<detail::client_impl> c;
-  std::string name;
-  std::string request = detail::random_token();
-  long long n = 0;
-  int left = 4;
-  detail::int_handler h;
-};
-
-void send_add(std::shared_ptr<add_call> call) {
+// semaphore_release.lua under one request id, sent up to five times while its outcome is unknown
+// (facade/latched_call.hpp). Executor only.
+void send_add(const std::shared_ptr<detail::client_impl>& c, const std::string& name, long long n,
+              detail::int_handler h) {
   const auto& proto = detail::protocol_of(lock_kind::semaphore);
+  const std::string request = detail::random_token();
   detail::release_request r;
-  r.name = call->name;
-  r.request = call->request;
-  r.amount = call->n;
-  r.latch_ttl = latch_ttl(call->c->cfg());
-  r.publish = call->c->topo().publish_command();
+  r.name = name;
+  r.request = request;
+  r.amount = n;
+  r.latch_ttl = detail::request_latch_ttl(c->cfg().request_timeout);
+  r.publish = c->topo().publish_command();
   detail::arg_list a;
   proto.encode_release(a, r);
-  call->c->exec_script(call->name, *proto.release_script(false), std::move(a), [call](std::error_code ec, reply rep) mutable {
-    if (ec && resend(ec) && call->left-- > 0) return send_add(std::move(call));
-    if (ec) return call->h(ec, 0);
-    if (!rep.is_integer()) return call->h(errc::bad_reply, 0);
-    call->h({}, rep.integer);
-  });
+  detail::send_latched(c, name, *proto.release_script(false), std::move(a), 5,
+                       [h = std::move(h)](std::error_code ec, reply rep) mutable {
+                         if (ec) return h(ec, 0);
+                         if (!rep.is_integer()) return h(errc::bad_reply, 0);
+                         h({}, rep.integer);
+                       });
 }
 
 long long add(const std::shared_ptr<detail::client_impl>& c, const std::string& name, long long n, std::error_code& ec) {
-  return detail::sync_call<long long>(*c, ec, [&c, &name, n](detail::int_handler done) {
-    auto call = std::make_shared<add_call>();
-    call->c = c;
-    call->name = name;
-    call->n = n;
-    call->h = std::move(done);
-    send_add(std::move(call));
-  });
+  return detail::sync_call<long long>(*c, ec,
+                                      [&c, &name, n](detail::int_handler done) { send_add(c, name, n, std::move(done)); });
 }
 
 // One script call, its integer reply.
@@ -163,12 +141,7 @@ void semaphore::async_release_impl(long long n, detail::unique_function<void(std
   if (n < 1) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument); });
   client_->run_or_fail([c = client_, name = name_, n, h = std::move(h)](bool closed) mutable {
     if (closed) return h(errc::client_closed);
-    auto call = std::make_shared<add_call>();
-    call->c = c;
-    call->name = std::move(name);
-    call->n = n;
-    call->h = [h = std::move(h)](std::error_code ec, long long) mutable { h(ec); };
-    send_add(std::move(call));
+    send_add(c, name, n, [h = std::move(h)](std::error_code ec, long long) mutable { h(ec); });
   });
 }
 

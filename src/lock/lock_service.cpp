@@ -37,7 +37,7 @@ ms lock_service::lost_hold_kept{std::chrono::minutes(5)};
 
 // How long a retried release's latch lives: longer than any earlier attempt of it can stay stuck in
 // a dead connection's buffers before the server reads it.
-ms lock_service::latch_ttl() const { return std::max<ms>(ms(60000), 10 * c_.cfg().request_timeout); }
+ms lock_service::latch_ttl() const { return request_latch_ttl(c_.cfg().request_timeout); }
 
 void lock_service::append_field(std::string& out, owner_id owner) const {
   out.append(c_.uuid());
