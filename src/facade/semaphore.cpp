@@ -172,7 +172,7 @@ bool semaphore::try_set_permits(long long n, std::optional<std::chrono::millisec
     return false;
   }
   detail::arg_list a;
-  a.add(1LL).add(name_).add(detail::tagged("redisson_sc", name_)).add(n).add(ttl ? ttl->count() : 0LL)
+  a.add(1LL).add(name_).add(detail::protocol_of(lock_kind::semaphore).channel(name_)).add(n).add(ttl ? ttl->count() : 0LL)
       .add(client_->topo().publish_command());
   return script_int(*client_, name_, detail::lua::semaphore_set, std::move(a), ec) == 1;
 }
