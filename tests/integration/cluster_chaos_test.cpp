@@ -54,10 +54,12 @@ class contenders {
   contenders(std::vector<std::string> names, config cfg, int clients = 2, int threads = 2)
       : names_(std::move(names)) {
     for (int c = 0; c < clients; ++c) clients_.push_back(std::make_unique<client>(cfg));
+    // Sized before the first thread starts: a running contender indexes it under mu_, and a
+    // push_back here would move it under that contender's feet.
+    acquired_.assign(static_cast<std::size_t>(clients * threads), 0);
     for (int c = 0; c < clients; ++c)
       for (int t = 0; t < threads; ++t) {
         const int holder = c * threads + t;
-        acquired_.push_back(0);
         threads_.emplace_back([this, c, holder] { run(*clients_[static_cast<std::size_t>(c)], holder); });
       }
   }
