@@ -45,7 +45,8 @@ std::string_view token_prefix(lock_kind kind) {
     case lock_kind::latch: return {};  // no fencing: no token key
     case lock_kind::reentrant:
     case lock_kind::fair: break;
-    case lock_kind::semaphore: return {};  // no fencing tokens
+    case lock_kind::semaphore:
+    case lock_kind::permit_semaphore: return {};  // no fencing tokens
   }
   return "redisson_lock_token";
 }
@@ -83,10 +84,21 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
   if (p == "*") return {{0, "*"}};
   std::vector<ranked> out{{0, std::string(p)}};
   if (kind != lock_kind::mutex) out.push_back({1, derived(latch_prefix, p, ":*")});
-  if (kind != lock_kind::semaphore && kind != lock_kind::latch) out.push_back({2, derived(token_prefix(kind), p, "")});
+  if (!token_prefix(kind).empty()) out.push_back({2, derived(token_prefix(kind), p, "")});
   if (kind == lock_kind::fair) {
     out.push_back({3, derived(queue_prefix, p, "")});
     out.push_back({3, derived(deadlines_prefix, p, "")});
+  }
+  if (kind == lock_kind::permit_semaphore) {
+    // The permits' zset `{name}:timeout` (`name:timeout` with a `{`, which an open `~pattern`
+    // already covers).
+    // (Appended piece by piece: see timeout_key.)
+    std::string z;
+    if (!braced(p)) z.push_back('{');
+    z.append(p);
+    if (!braced(p) && !open_pattern(p)) z.append("}:timeout");
+    else if (braced(p)) z.append(":timeout");
+    if (!braced(p) || !open_pattern(p)) out.push_back({3, std::move(z)});
   }
   if (kind == lock_kind::read || kind == lock_kind::write) {
     // The read timeout keys `{name}:<owner>:rwlock_timeout:<n>`; with a `{` in the pattern they are
@@ -147,6 +159,11 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     case lock_kind::latch:
       l.keys.push_back({n, "string", "the count-down latch: the count (missing: 0)"});
       break;
+    case lock_kind::permit_semaphore:
+      l.keys.push_back({n, "string", "the semaphore: the available permits"});
+      l.keys.push_back({detail::suffixed(name, "timeout"), "zset",
+                        "the permits out: id (16 bytes) -> expiry in epoch ms (922337203685477: no lease)"});
+      break;
   }
   if (kind == lock_kind::fair) {
     l.queue_key = tagged(queue_prefix, name);
@@ -154,7 +171,7 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     l.keys.push_back({l.queue_key, "list", "the waiters' queue, head first"});
     l.keys.push_back({l.deadlines_key, "zset", "each waiter's deadline in the queue (epoch ms)"});
   }
-  if (kind != lock_kind::semaphore && kind != lock_kind::latch) {
+  if (!token_prefix(kind).empty()) {
     l.token_key = tagged(token_prefix(kind), name);
     l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
   }
