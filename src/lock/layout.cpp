@@ -228,7 +228,7 @@ acl_patterns acl_patterns_for(std::string_view pattern) {
   // The kinds in the order their patterns appear: the fair lock's waiter channels right after the
   // reentrant lock's channel, which they extend.
   constexpr std::array kinds{lock_kind::reentrant, lock_kind::fair, lock_kind::mutex, lock_kind::read,
-                             lock_kind::write};
+                             lock_kind::write, lock_kind::semaphore, lock_kind::latch, lock_kind::permit_semaphore};
   acl_patterns out;
   std::vector<std::vector<ranked>> keys;
   for (lock_kind k : kinds) keys.push_back(ranked_acl_keys(k, pattern));
@@ -238,6 +238,15 @@ acl_patterns acl_patterns_for(std::string_view pattern) {
         if (r.rank == rank) add_once(out.keys, r.pattern);
   for (lock_kind k : kinds)
     for (auto& c : acl_channels(k, pattern)) add_once(out.channels, std::move(c));
+  // A key pattern another one already covers (the permits' `{job}:timeout` under the read timeouts'
+  // `{job}:*`) is left out: the line an operator pastes stays as short as it can be.
+  std::erase_if(out.keys, [&](const std::string& k) {
+    return std::any_of(out.keys.begin(), out.keys.end(), [&](const std::string& q) {
+      if (q == k || !open_pattern(q)) return false;
+      const std::string_view prefix = std::string_view(q).substr(0, q.size() - 1);
+      return prefix.find_first_of("*?[\\") == std::string_view::npos && k.starts_with(prefix);
+    });
+  });
   return out;
 }
 
