@@ -15,7 +15,9 @@
 #include <system_error>
 #include <vector>
 
+#include "redlease/detail/async.hpp"
 #include "redlease/lock.hpp"
+#include "redlease/semaphore.hpp"
 
 namespace redlease {
 
@@ -176,9 +178,48 @@ class permit_semaphore {
   /// As above; on failure sets `ec` and returns false.
   bool try_release(std::span<const std::string> ids, std::error_code& ec);
 
+  // ---- async calls ------------------------------------------------------------------------------
+
+  /// Async `try_acquire(n, wait, lease)`; `wait` empty waits as long as it takes. Completion
+  /// signature `void(std::error_code, permit)`: an empty permit when none came within `wait`.
+  /// Supports per-operation cancellation through an `asio::cancellation_slot` bound to the token: it
+  /// completes with `errc::operation_aborted`, and permits its attempt took are given back first.
+  template <class CompletionToken>
+  auto async_try_acquire(long long n, std::optional<std::chrono::milliseconds> wait,
+                         std::optional<std::chrono::milliseconds> lease, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, permit)>(
+        [this, n, wait, lease](auto handler) {
+          auto x = detail::hook_acquire_cancel(client_, asio::get_associated_cancellation_slot(handler));
+          const bool clear = x != nullptr;
+          async_acquire_impl(n, wait, lease,
+                             detail::erase_handler<std::error_code, permit>(std::move(handler), executor(), clear),
+                             std::move(x));
+        },
+        token);
+  }
+  /// Async `permit::release()` of `p` (taken by value: the permit is spent). Completion signature
+  /// `void(std::error_code)`.
+  template <class CompletionToken>
+  auto async_release(permit p, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code)>(
+        [this, p = std::move(p)](auto handler) mutable {
+          async_release_impl(std::move(p), detail::erase_handler<std::error_code>(std::move(handler), executor()));
+        },
+        token);
+  }
+
  private:
+  asio::any_io_executor executor() const;
+  void async_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait,
+                          std::optional<std::chrono::milliseconds> lease,
+                          detail::unique_function<void(std::error_code, permit)> h,
+                          std::shared_ptr<detail::acquire_cancel> cancel);
+  void async_release_impl(permit p, detail::unique_function<void(std::error_code)> h);
   permit take(long long n, std::optional<std::chrono::milliseconds> wait, std::optional<std::chrono::milliseconds> lease,
               std::error_code& ec);
+  // The permit the engine granted to `owner` (its ids read from the hold), or `errc::lock_lost`.
+  static permit granted(const std::shared_ptr<detail::client_impl>& c, const std::string& name, owner_id owner,
+                        std::shared_ptr<detail::lost_slot> slot, std::error_code& ec);
 
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;

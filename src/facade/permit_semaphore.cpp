@@ -173,12 +173,51 @@ permit permit_semaphore::take(long long n, std::optional<std::chrono::millisecon
                              false, n);
   });
   if (ec || !got) return {};
-  std::string token = client_->locks().holder(name_, owner, kind);
+  return granted(client_, name_, owner, std::move(slot), ec);
+}
+
+permit permit_semaphore::granted(const std::shared_ptr<detail::client_impl>& c, const std::string& name, owner_id owner,
+                                 std::shared_ptr<detail::lost_slot> slot, std::error_code& ec) {
+  std::string token = c->locks().holder(name, owner, kind);
   if (token.empty()) {  // lost between the grant and this read: reported as a lost acquisition
     ec = errc::lock_lost;
     return {};
   }
-  return permit(client_, name_, owner, std::move(token), std::move(slot));
+  return permit(c, name, owner, std::move(token), std::move(slot));
+}
+
+asio::any_io_executor permit_semaphore::executor() const { return client_->executor(); }
+
+void permit_semaphore::async_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait,
+                                          std::optional<std::chrono::milliseconds> lease,
+                                          detail::unique_function<void(std::error_code, permit)> h,
+                                          std::shared_ptr<detail::acquire_cancel> cancel) {
+  if (n < 1 || !valid_lease(lease) || (wait && (wait->count() < 0 || *wait > detail::max_duration)))
+    return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, permit{}); });
+  client_->run_or_fail([c = client_, name = name_, n, wait, lease, h = std::move(h),
+                        cancel = std::move(cancel)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, permit{});
+    const owner_id owner = detail::handle_access::new_owner();
+    auto slot = std::make_shared<detail::lost_slot>();
+    c->locks().acquire(name, kind, owner, wait, lease, slot, wait_strategy::pubsub(),
+                       [c, name, owner, slot, wait, h = std::move(h)](std::error_code ec, bool got) mutable {
+                         if (!wait && !got && !ec) ec = errc::attempts_exhausted;
+                         if (ec || !got) return h(ec, permit{});
+                         auto p = granted(c, name, owner, std::move(slot), ec);
+                         h(ec, std::move(p));
+                       },
+                       std::move(cancel), false, n);
+  });
+}
+
+void permit_semaphore::async_release_impl(permit p, detail::unique_function<void(std::error_code)> h) {
+  if (!p) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::not_owner); });
+  auto c = std::move(p.client_);
+  p.client_.reset();  // spent: its destructor gives nothing back
+  c->run_or_fail([c, name = p.name_, owner = p.owner_, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed);
+    c->locks().release(name, kind, owner, std::move(h));
+  });
 }
 
 permit permit_semaphore::acquire(long long n, std::optional<std::chrono::milliseconds> lease, std::error_code& ec) {

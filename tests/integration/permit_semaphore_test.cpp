@@ -5,6 +5,10 @@
 // Redisson peer (its scripts as raw EVALs, with its client-clock "now").
 #include <gtest/gtest.h>
 
+#include <asio/bind_cancellation_slot.hpp>
+#include <asio/cancellation_signal.hpp>
+#include <asio/use_future.hpp>
+
 #include <atomic>
 #include <future>
 #include <thread>
@@ -305,6 +309,38 @@ TEST_F(permit_semaphore_test, a_killed_holder_gives_back_and_a_frozen_one_is_tol
   ASSERT_TRUE(st);
   EXPECT_EQ(WEXITSTATUS(*st), 3);
   p.release();
+  EXPECT_EQ(s.available_permits(), 1);
+}
+
+// The async calls: a wait completed by an async release with a permit, and a cancelled wait that
+// takes nothing.
+TEST_F(permit_semaphore_test, async_acquire_release_and_cancellation) {
+  client c{cfg()};
+  auto s = c.permit_semaphore("async:pes");
+  ASSERT_TRUE(s.try_set_permits(1));
+  auto first = s.async_try_acquire(1, 0ms, std::nullopt, asio::use_future).get();
+  ASSERT_TRUE(first);
+  auto waiting = s.async_try_acquire(1, std::nullopt, std::nullopt, asio::use_future);
+  EXPECT_EQ(waiting.wait_for(200ms), std::future_status::timeout);
+  s.async_release(std::move(first), asio::use_future).get();
+  ASSERT_EQ(waiting.wait_for(5s), std::future_status::ready);
+  auto second = waiting.get();
+  ASSERT_TRUE(second);
+  EXPECT_TRUE(second.valid());
+  // A cancelled wait completes with operation_aborted and leaves the count alone.
+  asio::cancellation_signal cancel;
+  std::promise<std::error_code> done;
+  s.async_try_acquire(1, std::nullopt, std::nullopt,
+                      asio::bind_cancellation_slot(cancel.slot(), [&](std::error_code ec, permit p) {
+                        EXPECT_FALSE(p);
+                        done.set_value(ec);
+                      }));
+  std::this_thread::sleep_for(100ms);  // the wait has begun (what is cancelled is a wait)
+  cancel.emit(asio::cancellation_type::terminal);
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), errc::operation_aborted);
+  second.release();
   EXPECT_EQ(s.available_permits(), 1);
 }
 
