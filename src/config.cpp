@@ -333,6 +333,7 @@ std::string config::invalid_setting() const {
                  // A waiter re-checks up to ten times this apart.
                  in_range("mutex_poll_cap", mutex_poll_cap, 1, longest / 16),
                  in_range("queue_allowance", queue_allowance, 1, longest),
+                 in_range("max_hold", max_hold, 0, longest),
                  in_range("sentinel.timeout", sentinel.timeout, 1, longest),
                  in_range("sentinel.poll_interval", sentinel.poll_interval, 0, longest),
                  // WAIT's 0 is "block until acknowledged": the command connection would stall behind

@@ -65,6 +65,8 @@ class category final : public std::error_category {
       case errc::master_switched: return "the master changed (failover) and the key had not reached the new master";
       case errc::attempts_exhausted:
         return "the lock stayed held by another owner through every attempt the wait strategy allows (max_attempts)";
+      case errc::max_hold_exceeded:
+        return "the hold reached config::max_hold: the watchdog stopped renewing it";
     }
     return "unknown redlease error";
   }

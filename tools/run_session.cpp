@@ -151,15 +151,7 @@ std::string signal_name(int sig) {
   return "SIG" + std::to_string(sig);
 }
 
-const char* reason_name(lost_reason r) {
-  switch (r) {
-    case lost_reason::expired: return "expired";
-    case lost_reason::deleted: return "deleted";
-    case lost_reason::taken: return "taken";
-    case lost_reason::quorum: return "quorum";
-  }
-  return "unknown";
-}
+const char* reason_name(lost_reason r) { return lost_reason_name(r); }
 
 reporter::event::event(const reporter& r, level lv, const char* name) : r_(r), lv_(lv) {
   line_ = "{\"event\":\"";

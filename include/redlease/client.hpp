@@ -19,6 +19,7 @@
 #include "redlease/detail/async.hpp"
 #include "redlease/error.hpp"
 #include "redlease/lock.hpp"
+#include "redlease/metrics.hpp"
 #include "redlease/reply.hpp"
 #include "redlease/latch.hpp"
 #include "redlease/permit_semaphore.hpp"
@@ -57,6 +58,10 @@ struct client_stats {
   std::uint64_t renewed_locks = 0;      ///< lock renewals done by the watchdog
   std::uint64_t held_locks = 0;         ///< holds currently tracked by this client
   std::uint64_t watched_locks = 0;      ///< holds currently renewed by the watchdog
+  /// What the client counts about its locks: acquisitions by kind and outcome, wait, hold and
+  /// hand-off times, losses by cause, failed renewals, failovers, wake-ups, NOSCRIPT fallbacks,
+  /// redirects (redlease/metrics.hpp; docs/metrics.md).
+  lock_metrics locks;
 };
 
 /// A live subscription made with `client::subscribe`; unsubscribes when destroyed or reset.

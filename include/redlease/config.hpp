@@ -12,6 +12,8 @@
 #include <system_error>
 #include <vector>
 
+#include "redlease/event.hpp"
+
 namespace redlease {
 
 /// Something went wrong on the client's I/O thread that no caller can be told of: a user callback
@@ -267,6 +269,20 @@ struct config {
   /// `background_error`). The I/O thread and the connections keep running either way. Empty (the
   /// default): one line on stderr. It must not block; an exception it throws is ignored.
   std::function<void(const background_error&)> on_error;
+
+  /// Told of what happens to this client's locks (acquired, released, a renewal that failed, a
+  /// loss, a failover), for logging and tracing. Called on the client's I/O thread, or on a blocking
+  /// caller's thread while that caller stands in for it, like `on_lost`; never at the same time as
+  /// the client's other handlers. It must not block (blocking calls there fail with
+  /// `errc::would_deadlock`); an exception it throws is reported through `on_error` and affects
+  /// nothing else. Empty (the default): nothing is built for it.
+  std::function<void(const lock_event&)> on_event;
+
+  /// The longest a watchdog hold may last: once this long after its grant, the watchdog stops
+  /// renewing it and its holder is told as of a loss (`lost_reason::max_hold`, cause
+  /// `errc::max_hold_exceeded`); the key then expires within one watchdog timeout unless released.
+  /// Zero (the default): no cap. At most `max_duration`.
+  std::chrono::milliseconds max_hold{0};
 
   /// A Sentinel-managed master (`redis-sentinel://` URLs fill it). With Sentinels set, `host` and
   /// `port` are ignored: the master's address is asked of the Sentinels before every connection.

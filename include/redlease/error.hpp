@@ -123,6 +123,9 @@ enum class errc {
   /// ends without the lock, and says so (a wait with a deadline, `try_lock(wait)`, returns false
   /// instead). Not a cancellation: nothing aborted it.
   attempts_exhausted,
+  /// A watchdog hold reached `config::max_hold`: the watchdog stopped renewing it, and its holder
+  /// was told as of a loss (the `cause` in `lost_info`); an unlock then fails with `lock_lost`.
+  max_hold_exceeded,
 };
 
 /// The `std::error_category` of `redlease::errc`. Thread-safe; the object lives forever.

@@ -48,7 +48,13 @@ enum class lost_reason {
   /// a RedLock (`redlease::redlock`) lost its majority to a mix of nodes taken by another value and
   /// nodes without the key
   quorum,
+  /// the hold reached `config::max_hold`: the watchdog stopped renewing it (cause
+  /// `errc::max_hold_exceeded`)
+  max_hold,
 };
+
+/// The reason's name: "expired", "deleted", "taken", "quorum" or "max_hold". Thread-safe.
+const char* lost_reason_name(lost_reason r) noexcept;
 
 /// What an `on_lost` callback is told.
 struct lost_info {

@@ -479,6 +479,9 @@ client_stats client::stats() const {
   s.renewed_locks = impl_->renewed_locks;
   s.held_locks = impl_->held_locks;
   s.watched_locks = impl_->watched_locks;
+  impl_->metrics.fill(s.locks);
+  impl_->topo().for_each_node([&s](const detail::node& n) { s.locks.noscript_fallbacks += n.noscript_fallbacks(); });
+  s.locks.redirects = impl_->topo().redirects();
   return s;
 }
 

@@ -118,6 +118,7 @@ bool lock_service::on_acquired(const std::string& name, lock_kind kind, owner_id
     h->owner = owner;
     h->kind = kind;
     if (proto.per_attempt_id()) h->token = id;
+    h->since = sent;
     fresh = true;
   }
   // The hold's callback is the one of the handle that took it: a re-entry through another handle
@@ -153,9 +154,12 @@ void lock_service::reschedule(hold& h) {
     const auto due = std::min(h.valid_until, h.valid_until - c_.cfg().watchdog_timeout + interval_);
     auto& topo = c_.topo();
     const auto count = topo.batch_count();
-    schedule_.add(&h, count <= 1 ? due
-                                 : std::min(h.valid_until, aligned_due(due + schedule_.early(), interval_,
-                                                                       topo.batch_id(h.name), count)));
+    auto when = count <= 1 ? due
+                           : std::min(h.valid_until, aligned_due(due + schedule_.early(), interval_,
+                                                                 topo.batch_id(h.name), count));
+    // At max_hold the renewal that falls due finds the cap and ends the hold instead.
+    if (c_.cfg().max_hold.count() > 0) when = std::min(when, h.since + c_.cfg().max_hold);
+    schedule_.add(&h, when);
   } else {
     schedule_.add(&h, h.valid_until);
   }
@@ -164,6 +168,7 @@ void lock_service::reschedule(hold& h) {
 
 void lock_service::erase(hold* h) {
   if (h == nullptr || h->removed) return;
+  if (!h->lost) note_hold_end(*h, std::nullopt, {}, {});
   if (!renew_errors_.empty()) renew_errors_.erase(h);
   schedule_.remove(h);
   if (h->renewable) --c_.watched_locks;
@@ -202,6 +207,7 @@ void lock_service::mark_lost(hold& h, lost_reason why) {
     info.detail = std::move(it->second.second);
     renew_errors_.erase(it);
   }
+  note_hold_end(h, why, info.cause, info.detail);
   if (h.slot) h.slot->cb.call(c_.cfg(), "on_lost callback", info);
   // A lost hold stays until its owner unlocks (so unlock can say lock_lost), but not forever:
   // a fixed-lease lock that is never unlocked is a common pattern. The watchdog's timer drops it

@@ -156,6 +156,14 @@ class lock_service {
   void mark_lost(hold& h, lost_reason why);
   // Drops the lost holds lost lost_hold_kept ago or more.
   void prune_lost(clock::time_point now);
+  // Observability (lock_service_observe.cpp): the lock metrics and config::on_event.
+  void note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w = nullptr);
+  void note_hold_end(const hold& h, std::optional<lost_reason> lost, const std::error_code& cause,
+                     const std::string& detail);
+  void note_renewal_failed(const hold& h, std::error_code ec);
+  void note_failover(const std::string& what);
+  // True past config::max_hold since the hold's grant (a watchdog hold), and then marks it lost.
+  bool past_max_hold(hold& h, clock::time_point now);
   void reschedule(hold& h);
   void arm_watchdog();
   void on_watchdog_timer();
@@ -196,7 +204,11 @@ class lock_service {
   void arm_linger();
   static constexpr ms linger_for{5000};
   bool channel_refused_lately(const std::string& channel);
-  void wake(channel_entry& ch, wake_policy how);
+  // `message`: a message on the channel woke them (counted, and timed to their grant as a hand-off),
+  // not the subscription's confirmation.
+  void wake(channel_entry& ch, wake_policy how, bool message = true);
+  // Counts the waiters a message woke and has each try again.
+  void woke(const std::vector<std::shared_ptr<waiter>>& targets);
   // A message saying `units` are available: wakes, in order, the waiters whose amount fits.
   void wake_units(channel_entry& ch, long long units);
   void with_keyspace_state(std::string_view key, unique_function<void()> then);

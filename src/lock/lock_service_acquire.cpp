@@ -256,20 +256,25 @@ bool lock_service::stale_grant(waiter& w, clock::time_point sent) {
 void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std::optional<ms> wait,
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
                            bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced, long long amount) {
-  if (closed_) return h(errc::client_closed, false);
-  if (amount < 1) return h(errc::invalid_argument, false);
-  if (cancel && cancel->requested) return h(errc::operation_aborted, false);
+  // Ended before any waiter was made: counted here (a waiter counts in finish_waiter).
+  auto end = [this, kind](bool_handler& done, std::error_code ec) {
+    note_acquisition(kind, ec, false);
+    done(ec, false);
+  };
+  if (closed_) return end(h, errc::client_closed);
+  if (amount < 1) return end(h, errc::invalid_argument);
+  if (cancel && cancel->requested) return end(h, errc::operation_aborted);
   if (name.empty() || (wait && !valid_duration(*wait, true)) || (lease && !valid_duration(*lease, false)))
-    return h(errc::invalid_argument, false);
-  if (fenced && !protocol_of(kind).fencing()) return h(errc::invalid_argument, false);
+    return end(h, errc::invalid_argument);
+  if (fenced && !protocol_of(kind).fencing()) return end(h, errc::invalid_argument);
   if (!lost_.empty()) prune_lost(clock::now());
   if (auto* held = find(name, owner, kind)) {
     // The owner still holds the lock as far as it knows. If it was lost, re-entering (or locking the
     // mutex again) must not silently start a new hold in the middle of a critical section that is
     // already broken: the owner hears lock_lost, and unlocks to start afresh.
-    if (held->lost) return h(errc::lock_lost, false);
-    if (!protocol_of(kind).reentrant()) return h(errc::would_deadlock, false);
-    if (held->levels.size() >= protocol_of(kind).max_levels()) return h(errc::invalid_argument, false);
+    if (held->lost) return end(h, errc::lock_lost);
+    if (!protocol_of(kind).reentrant()) return end(h, errc::would_deadlock);
+    if (held->levels.size() >= protocol_of(kind).max_levels()) return end(h, errc::invalid_argument);
     // An unlock of this hold is out, and is sent again (expecting the count it leaves) if its reply
     // is late. A re-entry sent now would run between the two on the server: the retry would find
     // the count it expects taken by the re-entry and take a second level. So it waits until the
@@ -284,14 +289,14 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
       if (wait) {
         timer = std::make_shared<asio::steady_timer>(c_.executor(), *wait + c_.cfg().request_timeout);
         timers_.insert(timer);
-        timer->async_wait([this, t = std::weak_ptr(timer), parked, life = c_.life()](std::error_code e) {
+        timer->async_wait([this, t = std::weak_ptr(timer), parked, end, life = c_.life()](std::error_code e) {
           if (e) return;  // cancelled by close() or settled: the engine may be gone
           keep_client keep(life);
           if (!keep) return;
           if (auto timer = t.lock()) timers_.erase(timer);
           if (auto done = std::move(*parked)) {
             scoped_error_text words("an unlock of this hold is still unanswered: the re-entry was not sent");
-            done(errc::request_timeout, false);
+            end(done, errc::request_timeout);
           }
         });
       }
@@ -301,9 +306,9 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
         timers_.erase(timer);
       };
       if (cancel) {
-        cancel->parked = [parked, settle] {
+        cancel->parked = [parked, settle, end] {
           settle();
-          if (auto done = std::move(*parked)) done(errc::operation_aborted, false);
+          if (auto done = std::move(*parked)) end(done, errc::operation_aborted);
         };
       }
       after_release_[held].push_back([this, name = std::move(name), kind, owner, wait, lease, slot = std::move(slot),
@@ -320,6 +325,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
     }
   }
   auto w = std::make_shared<waiter>(c_.executor());
+  w->started = clock::now();
   w->name = std::move(name);
   w->kind = kind;
   w->owner = owner;

@@ -33,7 +33,8 @@ void lock_service::on_watchdog_timer() {
   std::vector<std::shared_ptr<hold>> batch;
   batch.reserve(due.renew.size());
   for (auto* e : due.renew) {
-    batch.push_back(static_cast<hold*>(e)->shared_from_this());
+    auto h = static_cast<hold*>(e)->shared_from_this();
+    if (!past_max_hold(*h, now)) batch.push_back(std::move(h));
   }
   // on_lost runs for each: the holds are kept (user code there may close the client).
   std::vector<std::shared_ptr<hold>> expired;
@@ -128,7 +129,10 @@ void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, c
     if (!ctx.verify_only) h.in_flight = false;
     if (h.removed || h.lost) continue;
     const renew_outcome res = outcome[i];
-    if (res != renew_outcome::renewed && why) renew_errors_[&h] = {why, error_text_slot()};
+    if (res != renew_outcome::renewed) {
+      if (why) renew_errors_[&h] = {why, error_text_slot()};
+      if (!ctx.verify_only) note_renewal_failed(h, why);
+    }
     // The key did not make it to the new master: the failover cost this hold. (A check retried
     // after the failover, within an interval of it, tells the same story.)
     const std::string& failover = !ctx.failover.empty() || now - failover_at_ > interval_ ? ctx.failover : failover_;
@@ -173,6 +177,7 @@ void lock_service::on_renewed(const std::vector<std::shared_ptr<hold>>& batch, c
 // fixed-lease hold is only checked (its lease is its owner's choice).
 void lock_service::on_failover(const std::string& what) {
   if (closed_) return;
+  note_failover(what);
   failover_ = what;
   failover_at_ = clock::now();
   card_.forget();  // the new master may not have it

@@ -136,6 +136,7 @@ struct lock_service::hold : watch_entry, std::enable_shared_from_this<lock_servi
   std::optional<lost_reason> loss_seen;    // a renewal found it gone while one was out
   std::string token;                       // mutex only (a reentrant hold's field derives from its owner)
   std::uint64_t fence = 0;                 // the latest fenced grant's token (view_mu_)
+  clock::time_point since{};               // when its first level's grant was sent (hold time, max_hold)
   level_stack levels;
   struct doubt {
     std::string request;           // the request id of the unlock in doubt, reused by the next
@@ -164,6 +165,8 @@ struct lock_service::waiter : std::enable_shared_from_this<lock_service::waiter>
   ms allowance{0};      // the place kept in a queue after each call, for kinds that declare it (fair lock)
   bool queue = true;    // false for one attempt without waiting (a fair lock does not queue it)
   long long amount = 1; // units one acquisition takes (a semaphore's permits)
+  clock::time_point started{};   // the call (wait time)
+  clock::time_point woken_at{};  // the latest message that woke it (hand-off time); epoch: none
   bool_handler done;
   asio::steady_timer timer;
   bool trying = false;
@@ -208,7 +211,7 @@ struct lock_service::channel_entry final : channel_listener {
     if (auto units = proto->units_available(payload)) return svc->wake_units(*this, *units);
     svc->wake(*this, proto->wakes(payload));
   }
-  void on_subscribed() override { svc->wake(*this, wake_policy::all); }
+  void on_subscribed() override { svc->wake(*this, wake_policy::all, false); }
   void on_refused(std::error_code ec, const std::string& text) override { svc->channel_refused(*this, ec, text); }
 };
 

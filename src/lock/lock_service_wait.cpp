@@ -228,7 +228,7 @@ void lock_service::leave_channels(waiter& w) {
   while (!w.channels.empty()) leave_channel(w, *w.channels.back());
 }
 
-void lock_service::wake(channel_entry& ch, wake_policy how) {
+void lock_service::wake(channel_entry& ch, wake_policy how, bool message) {
   // Collect first: a woken waiter may finish and leave the channel (and erase it) synchronously.
   // A waiter cancelled while its attempt is on the wire is not finished until that attempt answers,
   // and it will not try again: a "0" it took would be lost to the waiters behind it.
@@ -243,7 +243,20 @@ void lock_service::wake(channel_entry& ch, wake_policy how) {
     }
   }
   if (targets.empty()) ch.missed = true;
-  for (auto& w : targets) waiter_try(w);
+  if (!message) {
+    for (auto& w : targets) waiter_try(w);
+    return;
+  }
+  woke(targets);
+}
+
+void lock_service::woke(const std::vector<std::shared_ptr<waiter>>& targets) {
+  const auto now = clock::now();
+  c_.metrics.wakeups.fetch_add(targets.size(), std::memory_order_relaxed);
+  for (auto& w : targets) {
+    w->woken_at = now;
+    waiter_try(w);
+  }
 }
 
 // A message that says how many units are free (a semaphore's permits): each waiter whose amount fits
@@ -265,7 +278,7 @@ void lock_service::wake_units(channel_entry& ch, long long units) {
     targets.push_back(w->shared_from_this());
   }
   if (targets.empty()) ch.missed = true;
-  for (auto& w : targets) waiter_try(w);
+  woke(targets);
 }
 
 void lock_service::waiter_sleep(const std::shared_ptr<waiter>& w, std::optional<long long> pttl) {
@@ -378,6 +391,7 @@ void lock_service::finish_waiter(const std::shared_ptr<waiter>& w, std::error_co
   leave_channels(*w);
   auto done = std::move(w->done);
   waiters_.erase(w);
+  note_acquisition(w->kind, ec, acquired, w.get());
   if (!done) return;
   // An error that is the one the waiter kept (reported later, from a timer) keeps its words.
   std::optional<scoped_error_text> words;

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "base/metrics.hpp"
 #include "topology/topology.hpp"
 
 namespace redlease::detail {
@@ -54,6 +55,7 @@ class lock_runtime {
   std::atomic<std::uint64_t> renewed_locks{0};
   std::atomic<std::uint64_t> held_locks{0};
   std::atomic<std::uint64_t> watched_locks{0};
+  lock_counters metrics;
 };
 
 }  // namespace redlease::detail

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -126,6 +127,10 @@ class cluster_topology final : public topology {
   void for_each_node(const std::function<void(const node&)>& f) const override {
     for (auto& e : entries_) f(*e->n);
   }
+  std::vector<node_redirects> redirects() const override {
+    std::lock_guard<std::mutex> g(redirects_mu_);
+    return redirects_;
+  }
 
  protected:
   node& route(std::string_view key) override {
@@ -135,6 +140,17 @@ class cluster_topology final : public topology {
 
  private:
   enum class mode { unknown, single, cluster };
+
+  // Redirects are rare (a resharding, a failover): a lock is no cost on the hot path.
+  void count_redirect(const node_address& from, bool moved) {
+    auto name = to_string(from);
+    std::lock_guard<std::mutex> g(redirects_mu_);
+    auto it = std::find_if(redirects_.begin(), redirects_.end(), [&](const node_redirects& r) { return r.node == name; });
+    if (it == redirects_.end()) it = redirects_.insert(redirects_.end(), node_redirects{std::move(name), 0, 0});
+    ++(moved ? it->moved : it->ask);
+  }
+  mutable std::mutex redirects_mu_;
+  std::vector<node_redirects> redirects_;
 
   struct entry {
     node_address address;
@@ -238,6 +254,7 @@ class cluster_topology final : public topology {
     }
     if (a.type == k::ok || a.type == k::other_error) return finish(*c, ec, std::move(r));
     const bool redirect = a.type == k::moved || a.type == k::ask;
+    if (redirect) count_redirect(from, a.type == k::moved);
     // An undo is never re-routed (see exec): it may wait out a TRYAGAIN or LOADING on its node, no
     // more; it fails, and the lock layer re-checks the hold.
     if (c->req.follows && a.type != k::tryagain && a.type != k::loading && a.type != k::masterdown)

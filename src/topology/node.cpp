@@ -194,7 +194,10 @@ void node::exec_script(const lua_script& s, arg_list args, reply_handler h, bool
       [this, &s, args = std::move(args), h = std::move(h), idempotent](std::error_code ec, reply r) mutable {
         // This node forgot the script (restart, failover: scripts are not replicated, SCRIPT
         // FLUSH): EVAL runs and caches it.
-        if (!ec && noscript(r)) return exec(script_payload(s, args, true), std::move(h), idempotent);
+        if (!ec && noscript(r)) {
+          noscript_fallbacks_.fetch_add(1, std::memory_order_relaxed);
+          return exec(script_payload(s, args, true), std::move(h), idempotent);
+        }
         complete(h, ec, std::move(r));
       },
       idempotent});
@@ -268,10 +271,11 @@ void node::send_acked(const lua_script& s, arg_list args, reply_handler h, bool 
   auto st = std::make_shared<pair_state>();
   auto payload = script_payload(s, args, eval);
   submit(request{std::move(payload),
-                             [st](std::error_code ec, reply r) mutable {
+                             [this, st](std::error_code ec, reply r) mutable {
                                st->answered = true;
                                st->ec = ec;
                                st->resend = !ec && noscript(r);
+                               if (st->resend) noscript_fallbacks_.fetch_add(1, std::memory_order_relaxed);
                                st->script = std::move(r);
                              },
                              idempotent});

@@ -77,6 +77,8 @@ class node {
   bool lane_busy() const noexcept { return (lane_ && lane_->taken()) || parked_lanes_ > 0; }
   /// What this node's lanes carried (any thread).
   const lane_counters& lane_stats() const noexcept { return *lane_counters_; }
+  /// Scripts this node answered NOSCRIPT and that were sent again as EVAL (any thread).
+  std::uint64_t noscript_fallbacks() const noexcept { return noscript_fallbacks_.load(std::memory_order_relaxed); }
 
  private:
   void send_acked(const lua_script& s, arg_list args, reply_handler h, bool idempotent, bool eval, int n);
@@ -95,6 +97,7 @@ class node {
   struct parked;
   void serve_parked(const std::shared_ptr<parked>& p);
 
+  std::atomic<std::uint64_t> noscript_fallbacks_{0};
   asio::any_io_executor ex_;
   std::string name_suffix_;
   std::shared_ptr<connection> conn_;

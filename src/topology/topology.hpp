@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <asio/any_io_executor.hpp>
 
@@ -20,6 +21,7 @@
 #include "base/command.hpp"
 #include "base/handlers.hpp"
 #include "base/script.hpp"
+#include "redlease/metrics.hpp"
 #include "redlease/config.hpp"
 
 namespace redlease::detail {
@@ -98,6 +100,8 @@ class topology {
   virtual void for_each_connection(const std::function<void(const connection&, bool pubsub)>& f) const = 0;
   /// Calls `f` for every node (statistics).
   virtual void for_each_node(const std::function<void(const node&)>& f) const = 0;
+  /// MOVED and ASK replies per node that answered them (a cluster's; empty elsewhere). Any thread.
+  virtual std::vector<node_redirects> redirects() const { return {}; }
   void set_events(topology_events e) { events_ = std::move(e); }
 
  protected:

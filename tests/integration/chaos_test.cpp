@@ -105,15 +105,7 @@ class chaos_test : public lock_fixture {
   }
 };
 
-const char* reason_name(lost_reason r) {
-  switch (r) {
-    case lost_reason::expired: return "expired";
-    case lost_reason::deleted: return "deleted";
-    case lost_reason::taken: return "taken";
-    case lost_reason::quorum: return "quorum";
-  }
-  return "?";
-}
+const char* reason_name(lost_reason r) { return lost_reason_name(r); }
 
 // ---- the proxy itself ---------------------------------------------------------------------------
 

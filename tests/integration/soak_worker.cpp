@@ -59,15 +59,7 @@ using redlease::soak::result_name;
 using redlease::soak::steady;
 using redlease::soak::write_line;
 
-const char* reason_name(redlease::lost_reason r) {
-  switch (r) {
-    case redlease::lost_reason::expired: return "expired";
-    case redlease::lost_reason::deleted: return "deleted";
-    case redlease::lost_reason::taken: return "taken";
-    case redlease::lost_reason::quorum: return "quorum";
-  }
-  return "unknown";
-}
+const char* reason_name(redlease::lost_reason r) { return redlease::lost_reason_name(r); }
 
 redlease::config make_config(const std::string& url, long long watchdog_ms, long long request_ms) {
   auto c = redlease::config::from_url(url);
