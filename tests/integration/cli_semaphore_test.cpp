@@ -1,0 +1,218 @@
+// SPDX-License-Identifier: MIT
+// `redlease semaphore` and `redlease latch`, and `redlease status` on their keys, driven as a user
+// would: the built binary, run as a child process against a real redis-server, checked through its
+// exit status, its output and the server's state.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli_process.hpp"
+#include "lock_test_support.hpp"
+
+namespace redlease::test {
+namespace {
+
+class cli_semaphore_test : public lock_fixture {
+ protected:
+  void TearDown() override {
+    procs_.clear();
+    lock_fixture::TearDown();
+  }
+
+  std::string url() { return server().url(); }
+  cli_process& start(std::vector<std::string> args) {
+    args.insert(args.end(), {"--redis", url()});
+    const std::string n = std::to_string(procs_.size());
+    procs_.push_back(std::make_unique<cli_process>(REDLEASE_CLI_PATH, args, std::vector<std::string>{},
+                                                   dir_.path("out." + n), dir_.path("err." + n)));
+    return *procs_.back();
+  }
+  struct result {
+    int status;
+    std::string out, err;
+  };
+  result run(const std::vector<std::string>& args) {
+    auto& p = start(args);
+    int st = p.wait();
+    return {st, p.out(), p.err()};
+  }
+  std::string get(const std::string& key) { return raw()({"GET", key}).str; }
+  long long subscribers(const std::string& channel) {
+    auto r = raw()({"PUBSUB", "NUMSUB", channel});
+    return r.elements.size() == 2 ? r.elements[1].integer : -1;
+  }
+  static std::string semaphore_channel(const std::string& name) { return describe(lock_kind::semaphore, name).channel(); }
+  static std::string latch_channel(const std::string& name) { return describe(lock_kind::latch, name).channel(); }
+
+  scratch_dir dir_{"redlease-cli-semaphore-test"};
+  std::vector<std::unique_ptr<cli_process>> procs_;
+};
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// ---- semaphore ---------------------------------------------------------------------------------
+
+TEST_F(cli_semaphore_test, set_add_drain_and_status_of_a_semaphore) {
+  auto r = run({"semaphore", "pool", "set", "5"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "semaphore \"pool\" set (permits 5)\n");
+  EXPECT_EQ(get("pool"), "5");
+  // It exists: 75, unchanged, saying what it holds.
+  r = run({"semaphore", "pool", "set", "3"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_TRUE(has(r.err, "\"pool\" exists already (permits 5); not changed")) << r.err;
+  EXPECT_EQ(get("pool"), "5");
+
+  r = run({"semaphore", "pool", "add", "2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "7\n");
+  r = run({"semaphore", "pool", "add", "-3"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "4\n");
+
+  r = run({"semaphore", "pool", "status", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"semaphore\":\"pool\",\"exists\":true,\"permits\":4,\"ttl_ms\":-1,\"waiters\":0,\"channel\":\"" +
+                       semaphore_channel("pool") + "\"}\n");
+  r = run({"semaphore", "pool", "status"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "SEMAPHORE  PERMITS  TTL        WAITERS\npool       4        no expiry  0\n")) << r.out;
+
+  r = run({"semaphore", "pool", "drain"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "4\n");
+  EXPECT_EQ(get("pool"), "0");
+
+  // A TTL, shown by status; a missing semaphore has no permits.
+  r = run({"semaphore", "short", "set", "2", "--ttl", "1m"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_GT(raw()({"PTTL", "short"}).integer, 0);
+  r = run({"semaphore", "short", "status", "--json"});
+  EXPECT_TRUE(has(r.out, "\"permits\":2,\"ttl_ms\":")) << r.out;
+  EXPECT_FALSE(has(r.out, "\"ttl_ms\":-")) << r.out;
+  r = run({"semaphore", "missing", "status", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"exists\":false,\"permits\":0,\"ttl_ms\":-2")) << r.out;
+}
+
+// Each option only with the action that uses it; numbers are whole; the empty name is refused.
+TEST_F(cli_semaphore_test, usage_errors_are_64_and_change_nothing) {
+  raw()({"SET", "pool", "3"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"semaphore", "pool", "add"}, {"semaphore", "pool", "drain", "2"},
+        {"semaphore", "pool", "add", "2", "--ttl", "1s"}, {"semaphore", "pool", "release", "1", "--wait", "1s"},
+        {"semaphore", "pool", "frob"}, {"semaphore", "pool", "add", "2x"}, {"semaphore", "pool", "set", "-1"},
+        {"semaphore", "pool", "acquire", "0"}, {"semaphore", "pool", "drain", "--json"}, {"semaphore", "", "drain"},
+        {"latch", "gate", "set"}, {"latch", "gate", "set", "0"}, {"latch", "gate", "down", "--ttl", "1s"},
+        {"latch", "gate", "set", "2", "--ttl", "0"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 64) << args[2] << ": " << r.err;
+    EXPECT_EQ(r.out, "") << args[2];
+  }
+  EXPECT_EQ(get("pool"), "3");
+  EXPECT_EQ(raw()({"EXISTS", "gate"}).integer, 0);
+}
+
+TEST_F(cli_semaphore_test, acquire_and_release_and_a_wait_that_runs_out) {
+  ASSERT_EQ(run({"semaphore", "pool", "set", "2"}).status, 0);
+  auto r = run({"semaphore", "pool", "acquire", "2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(get("pool"), "0");
+  auto t0 = steady::now();
+  r = run({"semaphore", "pool", "acquire", "--wait", "300ms"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_TRUE(has(r.err, "1 permit of \"pool\" not acquired within 300ms")) << r.err;
+  EXPECT_EQ(get("pool"), "0");
+
+  // A waiter without --wait, woken by a release from another process once enough are free.
+  auto& waiter = start({"semaphore", "pool", "acquire", "2"});
+  ASSERT_TRUE(eventually([&] { return subscribers(semaphore_channel("pool")) == 1; }, 10000ms)) << waiter.err();
+  EXPECT_EQ(run({"semaphore", "pool", "release"}).status, 0);
+  EXPECT_EQ(get("pool"), "1");
+  EXPECT_EQ(run({"semaphore", "pool", "release", "1"}).status, 0);
+  EXPECT_EQ(waiter.wait(), 0) << waiter.err();
+  EXPECT_EQ(get("pool"), "0");
+}
+
+// ---- latch -------------------------------------------------------------------------------------
+
+// Two processes wait; the count reaches zero from the test; both exit 0.
+TEST_F(cli_semaphore_test, a_latch_releases_waiters_in_two_processes) {
+  auto r = run({"latch", "gate", "set", "2"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "latch \"gate\" set (count 2)\n");
+  r = run({"latch", "gate", "set", "5"});
+  EXPECT_EQ(r.status, 75);
+  EXPECT_TRUE(has(r.err, "\"gate\" exists already (count 2); not changed")) << r.err;
+
+  auto& a = start({"latch", "gate", "wait"});
+  auto& b = start({"latch", "gate", "wait", "--wait", "60s"});
+  ASSERT_TRUE(eventually([&] { return subscribers(latch_channel("gate")) == 2; }, 10000ms)) << a.err() << b.err();
+  r = run({"latch", "gate", "status", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"latch\":\"gate\",\"exists\":true,\"count\":2,\"ttl_ms\":-1,\"waiters\":2,\"channel\":\"" +
+                       latch_channel("gate") + "\"}\n");
+  EXPECT_EQ(run({"latch", "gate", "down"}).status, 0);
+  EXPECT_EQ(get("gate"), "1");
+  EXPECT_EQ(subscribers(latch_channel("gate")), 2);  // both still wait
+  client c{cfg()};
+  c.count_down_latch("gate").count_down();
+  EXPECT_EQ(a.wait(), 0) << a.err();
+  EXPECT_EQ(b.wait(), 0) << b.err();
+  EXPECT_EQ(raw()({"EXISTS", "gate"}).integer, 0);
+  // A latch that does not exist reads 0: wait passes at once.
+  EXPECT_EQ(run({"latch", "gate", "wait"}).status, 0);
+}
+
+TEST_F(cli_semaphore_test, a_deleted_latch_releases_its_waiters_and_a_wait_can_run_out) {
+  ASSERT_EQ(run({"latch", "gate", "set", "5", "--ttl", "10m"}).status, 0);
+  EXPECT_GT(raw()({"PTTL", "gate"}).integer, 0);
+  auto t0 = steady::now();
+  auto r = run({"latch", "gate", "wait", "--wait", "300ms"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_TRUE(has(r.err, "\"gate\" did not reach zero within 300ms")) << r.err;
+
+  auto& waiter = start({"latch", "gate", "wait"});
+  ASSERT_TRUE(eventually([&] { return subscribers(latch_channel("gate")) == 1; }, 10000ms)) << waiter.err();
+  client c{cfg()};
+  EXPECT_TRUE(c.count_down_latch("gate").delete_latch());
+  EXPECT_EQ(waiter.wait(), 0) << waiter.err();
+  r = run({"latch", "gate", "status"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "LATCH  COUNT       TTL  WAITERS\ngate   0 (no key)  -    0\n")) << r.out;
+}
+
+// ---- wrong types ----------------------------------------------------------------------------------
+
+// A key that holds something else: 65, named, and left as it was.
+TEST_F(cli_semaphore_test, a_key_of_the_wrong_type_is_65) {
+  raw()({"HSET", "h", "f", "v"});
+  raw()({"SET", "word", "abc"});
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"semaphore", "h", "status"}, {"semaphore", "h", "add", "1"},
+        {"semaphore", "h", "set", "1"}, {"semaphore", "h", "acquire", "--wait", "0"}, {"latch", "h", "down"},
+        {"latch", "h", "wait"}, {"latch", "h", "status", "--json"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 65) << args[0] << " " << args[2] << ": " << r.err;
+    EXPECT_TRUE(has(r.err, "\"h\" is not a ")) << r.err;
+    EXPECT_TRUE(has(r.err, "the key holds a hash")) << r.err;
+  }
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"semaphore", "word", "status"}, {"semaphore", "word", "release"},
+        {"semaphore", "word", "acquire", "--wait", "0"}, {"semaphore", "word", "set", "2"}, {"latch", "word", "down"},
+        {"latch", "word", "wait", "--wait", "0"}, {"latch", "word", "set", "2"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 65) << args[0] << " " << args[2] << ": " << r.err;
+    EXPECT_TRUE(has(r.err, "\"word\" is not a ")) << r.err;
+    EXPECT_TRUE(has(r.err, "a string that is not a whole number")) << r.err;
+  }
+  EXPECT_EQ(raw()({"HGET", "h", "f"}).str, "v");
+  EXPECT_EQ(get("word"), "abc");
+}
+
+}  // namespace
+}  // namespace redlease::test
