@@ -186,7 +186,46 @@ TEST_F(cli_semaphore_test, a_deleted_latch_releases_its_waiters_and_a_wait_can_r
   EXPECT_TRUE(has(r.out, "LATCH  COUNT       TTL  WAITERS\ngate   0 (no key)  -    0\n")) << r.out;
 }
 
-// ---- wrong types ----------------------------------------------------------------------------------
+// ---- status and wrong types ----------------------------------------------------------------------
+
+// A string holding a whole number is a semaphore or a latch: the waiters tell which.
+TEST_F(cli_semaphore_test, status_tells_a_semaphore_and_a_latch_by_their_waiters) {
+  raw()({"SET", "pool", "0"});
+  raw()({"SET", "gate", "3"});
+  raw()({"SET", "plain", "7"});
+  auto& sem_waiter = start({"semaphore", "pool", "acquire"});
+  auto& latch_waiter = start({"latch", "gate", "wait"});
+  ASSERT_TRUE(eventually([&] { return subscribers(semaphore_channel("pool")) == 1; }, 10000ms)) << sem_waiter.err();
+  ASSERT_TRUE(eventually([&] { return subscribers(latch_channel("gate")) == 1; }, 10000ms)) << latch_waiter.err();
+
+  auto r = run({"status", "pool", "gate", "plain", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "{\"lock\":\"pool\",\"state\":\"set\",\"kind\":\"semaphore\",\"ttl_ms\":-1,\"value\":0,"
+                         "\"waiters\":1,"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "{\"channel\":\"" + semaphore_channel("pool") + "\",\"subscribers\":1}")) << r.out;
+  EXPECT_TRUE(has(r.out, "{\"lock\":\"gate\",\"state\":\"set\",\"kind\":\"latch\",\"ttl_ms\":-1,\"value\":3,"))
+      << r.out;
+  EXPECT_TRUE(has(r.out, "{\"channel\":\"" + latch_channel("gate") + "\",\"subscribers\":1}")) << r.out;
+  EXPECT_TRUE(has(r.out, "{\"lock\":\"plain\",\"state\":\"set\",\"kind\":\"semaphore or latch\",\"ttl_ms\":-1,"
+                         "\"value\":7,\"waiters\":0,"))
+      << r.out;
+  r = run({"status", "pool", "gate", "plain"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "permits 0")) << r.out;
+  EXPECT_TRUE(has(r.out, "count 3")) << r.out;
+  EXPECT_TRUE(has(r.out, "value 7 (a semaphore's permits or a latch's count)")) << r.out;
+  // A semaphore's waiter on a name with no key shows on a free lock's row.
+  raw()({"DEL", "pool"});
+  r = run({"status", "pool", "--json"});
+  EXPECT_TRUE(has(r.out, "\"state\":\"free\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "{\"channel\":\"" + semaphore_channel("pool") + "\",\"subscribers\":1}")) << r.out;
+
+  EXPECT_EQ(run({"semaphore", "pool", "set", "1"}).status, 0);
+  EXPECT_EQ(sem_waiter.wait(), 0) << sem_waiter.err();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(run({"latch", "gate", "down"}).status, 0);
+  EXPECT_EQ(latch_waiter.wait(), 0) << latch_waiter.err();
+}
 
 // A key that holds something else: 65, named, and left as it was.
 TEST_F(cli_semaphore_test, a_key_of_the_wrong_type_is_65) {
