@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -251,6 +252,51 @@ TEST_F(cli_semaphore_test, a_key_of_the_wrong_type_is_65) {
   }
   EXPECT_EQ(raw()({"HGET", "h", "f"}).str, "v");
   EXPECT_EQ(get("word"), "abc");
+}
+
+// ---- doctor ------------------------------------------------------------------------------------
+
+/// The line of `text` that reports `check` ("" if none).
+std::string check_line(const std::string& text, const std::string& check) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() > 5 && line.compare(5, check.size() + 1, check + " ") == 0) return line;
+  return {};
+}
+
+// The doctor dry-runs the semaphore's and the latch's scripts and channels. A user with every lock
+// kind's patterns (acl_patterns_for, the documented line) lacks their channels: a WARN whose advice
+// adds them; the advised line makes both OK.
+TEST_F(cli_semaphore_test, doctor_checks_the_semaphores_and_the_latchs_permissions) {
+  auto r = run({"doctor", "locks:*"});
+  EXPECT_TRUE(check_line(r.out, "acl.semaphore").starts_with("OK   acl.semaphore")) << r.out;
+  EXPECT_TRUE(check_line(r.out, "acl.latch").starts_with("OK   acl.latch")) << r.out;
+
+  const auto acl = acl_patterns_for("locks:*");
+  std::vector<std::string> setuser{"ACL", "SETUSER", "app", "on", ">pw", "resetchannels", "+@all"};
+  for (const auto& k : acl.keys) setuser.push_back("~" + k);
+  for (const auto& ch : acl.channels) setuser.push_back("&" + ch);
+  raw().command(setuser);
+  r = run({"doctor", "locks:*", "--acl-user", "app"});
+  const std::string sem = check_line(r.out, "acl.semaphore"), latch = check_line(r.out, "acl.latch");
+  EXPECT_TRUE(sem.starts_with("WARN")) << r.out;
+  EXPECT_TRUE(has(sem, "publish, wait: This user has no permissions to access the '" +
+                           semaphore_channel("locks:redlease-doctor") + "' channel"))
+      << sem;
+  EXPECT_TRUE(latch.starts_with("WARN")) << r.out;
+  EXPECT_TRUE(has(latch, latch_channel("locks:redlease-doctor") + "' channel")) << latch;
+  const auto advised = sem.substr(sem.find("ACL SETUSER app "));
+  EXPECT_TRUE(has(advised, " &redisson_sc:{locks:*")) << advised;
+  EXPECT_TRUE(has(advised, " &redisson_countdownlatch__channel__{locks:*")) << advised;
+  EXPECT_EQ(check_line(r.out, "acl.lock").find("redisson_sc"), std::string::npos) << "only their advice adds them";
+
+  std::vector<std::string> fix{"ACL", "SETUSER", "app"};
+  std::istringstream words(advised.substr(std::string("ACL SETUSER app ").size()));
+  for (std::string w; words >> w;) fix.push_back(w);
+  raw().command(fix);
+  r = run({"doctor", "locks:*", "--acl-user", "app"});
+  EXPECT_TRUE(check_line(r.out, "acl.semaphore").starts_with("OK")) << r.out;
+  EXPECT_TRUE(check_line(r.out, "acl.latch").starts_with("OK")) << r.out;
 }
 
 }  // namespace
