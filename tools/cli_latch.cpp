@@ -18,12 +18,13 @@ constexpr count_action latch_actions[] = {
 constexpr count_command latch_command{
     lock_kind::latch, "latch", "count-down latch", "count",
     [](client& c, const std::string& name) { return c.count_down_latch(name).count(); }, latch_actions,
-    "A count-down latch (Redisson's RCountDownLatch): NAME ACTION [COUNT], ACTION one of\n"
+    "A count-down latch (Redisson's RCountDownLatch): set, count down, wait for zero; status",
+    "NAME ACTION [COUNT], ACTION one of\n"
     "  set COUNT [--ttl D]  set the count if none is set (exit 75 if one is)\n"
     "  down                 count down by one; at zero the latch is deleted and every waiter released\n"
     "  wait [--wait D]      wait until the count is zero, or the latch is deleted or expires (default:\n"
     "                       forever)\n"
-    "  status [--json]      the count, the key's TTL and the waiters",
+    "  status [--json]      the count, the key's TTL and the waiters\n"
     "A latch that does not exist reads 0: `wait` passes at once, `down` leaves it at 0.\n"
     "Exit status: 0 done (`wait`: the count is zero); 75 `set`: a count is set already (not\n"
     "changed), `wait`: the count did not reach zero within --wait;"};

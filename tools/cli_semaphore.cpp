@@ -21,13 +21,14 @@ constexpr count_action semaphore_actions[] = {
 constexpr count_command semaphore_command{
     lock_kind::semaphore, "semaphore", "semaphore", "permits",
     [](client& c, const std::string& name) { return c.semaphore(name).available_permits(); }, semaphore_actions,
-    "A semaphore (Redisson's RSemaphore): NAME ACTION [N], ACTION one of\n"
+    "A semaphore (Redisson's RSemaphore): set, add, drain, acquire, release permits; status",
+    "NAME ACTION [N], ACTION one of\n"
     "  set N [--ttl D]         set N permits if the semaphore does not exist yet (exit 75 if it does)\n"
     "  add N                   add N permits (N may be negative: add -2); prints the new count\n"
     "  drain                   take every available permit; prints how many there were\n"
     "  acquire [N] [--wait D]  take N permits (default 1), waiting for them (default: forever)\n"
     "  release [N]             give N permits (default 1) back, waking the waiters they suffice for\n"
-    "  status [--json]         the available permits, the key's TTL and the waiters",
+    "  status [--json]         the available permits, the key's TTL and the waiters\n"
     "Permits belong to nobody: a process that dies holding permits does not give them back (set a\n"
     "--ttl to bound that).\n"
     "Exit status: 0 done; 75 `set`: the semaphore exists already (not changed), `acquire`: not\n"

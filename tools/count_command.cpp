@@ -91,7 +91,7 @@ void add_count_command(CLI::App& app, action_t& action, const count_command& cmd
   sub->add_option("name", o->name, "The " + std::string(cmd.thing) + "'s name (its key)")
       ->required()
       ->check(lock_name_validator());
-  sub->add_option("action", o->action, "What to do (see above)")->required()->check(CLI::IsMember(names));
+  sub->add_option("action", o->action, "What to do (see below)")->required()->check(CLI::IsMember(names));
   sub->add_option("number", o->operand, "The action's number")->expected(0, 1);
   add_connection_flags(sub, o->url);
   sub->add_option("--ttl", o->ttl, "set: the key expires after this long (default: never)")->check(duration_validator());

@@ -39,8 +39,8 @@ struct count_action {
 };
 
 /// One counting subcommand: its name ("semaphore"), the thing it counts in messages ("semaphore",
-/// "count-down latch"), its actions, its help text and the start of its help's footer (its own exit
-/// statuses; those of every counting subcommand follow: 65, 64, 69, 78, 70).
+/// "count-down latch"), its actions, its one-line help and the start of its help's footer (the
+/// actions, its own exit statuses; those of every counting subcommand follow: 65, 64, 69, 78, 70).
 struct count_command {
   lock_kind kind;  // its layout: the key's channel
   std::string_view name;
