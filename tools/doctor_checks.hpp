@@ -155,7 +155,6 @@ struct context {
   std::string mutex_sample; // another (the mutex's live probe), unless the pattern has no '*'
   bool ping_refused = false;
   bool keyspace = false;    // mutex waiters also subscribe to the keyspace channel (advice adds it)
-  bool counting = false;    // the advice is about the semaphore or the latch: it adds their channels
   bool cluster = false;     // the URL names a cluster, whose masters are checked one by one
   client* keyed = nullptr;  // on a cluster: the client that routes by key (the live probe's locks)
   std::optional<std::array<int, 3>> version;
@@ -167,9 +166,7 @@ bool contains(std::string_view hay, std::string_view needle);
 /// A lock name matched by the glob `pattern` (`*` → `filler`).
 std::string sample_of(std::string_view pattern, std::string_view filler = "redlease-doctor");
 /// The ACL SETUSER line that grants `user` every kind's keys and channels for `pattern`.
-/// With `counting`, also the semaphore's and the count-down latch's channels.
-std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace = false,
-                             bool counting = false);
+std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace = false);
 /// "grant user WHO WHAT; in redis-cli: ACL SETUSER ...".
 std::string acl_advice(const context& cx, const std::string& who, std::string_view what);
 /// What to do about a refusal, by its code or the server's text (empty when nothing specific).

@@ -45,11 +45,8 @@ std::string sample_of(std::string_view pattern, std::string_view filler) {
 // the fair waiters' own). Commands: TIME too, which the acquire scripts call to start a name's first
 // fencing token (it is in no category the others grant). `keyspace`: also the keyspace channel
 // mutex waiters listen on when the server sends keyspace events. The user's password and `on` are
-// left as they are: the line adds to an existing user. `counting`: also the semaphore's and the
-// count-down latch's channels, which acl_patterns_for (the documented line) leaves out; their keys are
-// the names and the latches, which it has.
-std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace,
-                             bool counting) {
+// left as they are: the line adds to an existing user.
+std::string acl_setuser_line(const std::string& user, const std::string& pattern, int database, bool keyspace) {
   const auto acl = acl_patterns_for(pattern);
   std::string line = "ACL SETUSER " + user;
   for (const auto& k : acl.keys) line += " ~" + k;
@@ -57,15 +54,12 @@ std::string acl_setuser_line(const std::string& user, const std::string& pattern
   line += " +@read +@write +@scripting +@pubsub +ping +time +client|setname";
   if (database != 0) line += " +select";
   if (keyspace) line += " &" + describe(lock_kind::mutex, pattern).keyspace_channel(database);
-  if (counting)
-    for (lock_kind k : {lock_kind::semaphore, lock_kind::latch})
-      for (const auto& ch : describe(k, pattern).acl_channels) line += " &" + ch;
   return line;
 }
 
 std::string acl_advice(const context& cx, const std::string& who, std::string_view what) {
   return "grant user " + who + " " + std::string(what) + "; in redis-cli: " +
-         acl_setuser_line(who, cx.opts.pattern, cx.cfg.database, cx.keyspace, cx.counting);
+         acl_setuser_line(who, cx.opts.pattern, cx.cfg.database, cx.keyspace);
 }
 
 // What to do about a refusal: by the library's typed cause `ec` when it has one, else by the server's

@@ -333,14 +333,11 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
                "read-write lock on " + cx.sample +
                    ": acquire, read timeout key, release, renew, force-unlock, fencing, publish, wait permitted",
                "the read-write lock");
-  // Their channels are not in the documented line (acl_patterns_for): their advice adds them.
-  cx.counting = true;
   report_group(cx, r, "acl.semaphore", cx.sample, sr,
                "semaphore on " + cx.sample + ": acquire, release, set, drain, publish, wait permitted", "the semaphore");
   report_group(cx, r, "acl.latch", cx.sample, tr,
                "count-down latch on " + cx.sample + ": set, count-down, await, delete, publish, wait permitted",
                "the count-down latch");
-  cx.counting = false;
   report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING, TIME permitted");
 }
 
@@ -486,7 +483,6 @@ void check_permissions_live(client& c, context& cx, report& r) {
     std::string check;
     bool a_kind;  // a refused key breaks a kind (the others work), not a feature of every kind
     std::vector<item> items;
-    bool counting = false;  // the semaphore's or the latch's: the advice adds their channels
   };
   const std::vector<kind_items> kinds = {
       {"probe.fencing", false,
@@ -505,12 +501,10 @@ void check_permissions_live(client& c, context& cx, report& r) {
          without_publish}}},
       // A "0" on the semaphore's channel fits no waiter; on the latch's, its waiters check and wait on.
       {"probe.semaphore", false,
-       {{"channel " + semaphore.channel(), {"PUBLISH", semaphore.channel(), "0"}, without_publish}},
-       true},
-      {"probe.latch", false, {{"channel " + latch.channel(), {"PUBLISH", latch.channel(), "0"}, without_publish}}, true},
+       {{"channel " + semaphore.channel(), {"PUBLISH", semaphore.channel(), "0"}, without_publish}}},
+      {"probe.latch", false, {{"channel " + latch.channel(), {"PUBLISH", latch.channel(), "0"}, without_publish}}},
   };
-  for (const auto& [check, a_kind, items, counting] : kinds) {
-    cx.counting = counting;
+  for (const auto& [check, a_kind, items] : kinds) {
     std::string failed, names, fix;
     std::vector<std::string> effects;
     bool kind_broken = false;
@@ -533,7 +527,6 @@ void check_permissions_live(client& c, context& cx, report& r) {
       r.warn(check, "refused: " + failed + "; " + wakeup_effects(effects, kind_broken ? "the other kinds work" : "locks work"),
              fix);
   }
-  cx.counting = false;
 }
 
 }  // namespace
