@@ -338,6 +338,43 @@ lost_handler run_session::tell_lost() const {
   };
 }
 
+run_session::step run_session::interrupt_acquisition(const std::function<void()>& cancel, milliseconds bound) {
+  for (const auto& si : read_signals(sigfd_.get())) {
+    if (si.ssi_signo == SIGCHLD) continue;
+    cancel();
+    const auto limit = steady::now() + bound;
+    pollfd wake{state_->wake.get(), POLLIN, 0};
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
+      auto left = std::chrono::duration_cast<milliseconds>(limit - steady::now()).count();
+      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
+      drain(state_->wake.get());
+    }
+    if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired)
+      (void)unlock();  // granted just before the cancellation
+    return interrupted(static_cast<int>(si.ssi_signo));
+  }
+  return std::nullopt;
+}
+
+run_session::step run_session::await_acquisition(const std::function<void()>& cancel, milliseconds bound,
+                                                  const std::function<void()>& each_wake) {
+  pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
+  while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+    drain(state_->wake.get());
+    if (auto end = interrupt_acquisition(cancel, bound)) return end;
+    if (each_wake) each_wake();
+  }
+  return std::nullopt;
+}
+
+run_session::step run_session::one_server_only() const {
+  if (o_.urls.size() <= 1) return std::nullopt;
+  return fail(exit_code::usage, "--redis is given " + std::to_string(o_.urls.size()) +
+                                    " times: several servers are for --redlock (one lock over several masters); the "
+                                    "other kinds take one --redis");
+}
+
 int run_session::interrupted(int sig) const {
   rep_(reporter::notice, "interrupted")
       .str("signal", signal_name(sig))

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -159,6 +160,17 @@ class run_session {
   step acquired(const char* kind, const std::string& holder);
   // The lock's on_lost: stores the reason in state_ and wakes the main thread.
   lost_handler tell_lost() const;
+  // While the acquisition is out: a signal read from the signalfd cancels it (`cancel` emits the
+  // cancellation on the client's thread), waits up to `bound` for it to end, gives back a grant
+  // that came first, and ends the run by the signal (128+N). std::nullopt when no signal came.
+  step interrupt_acquisition(const std::function<void()>& cancel, milliseconds bound);
+  // Waits until the acquisition started ends, a signal interrupting it (interrupt_acquisition);
+  // `each_wake` runs after every wake-up (it may start the acquisition again). std::nullopt once it
+  // ended (state_->acquire says how).
+  step await_acquisition(const std::function<void()>& cancel, milliseconds bound,
+                         const std::function<void()>& each_wake = {});
+  // The kinds on one server: a usage error for several --redis (those are for --redlock).
+  step one_server_only() const;
   // The config of the client for `url` (make_config): with --json, its warnings and background
   // errors are events; the lease is --watchdog-timeout.
   config client_config(const std::string& url) const;
