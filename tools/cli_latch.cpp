@@ -17,7 +17,7 @@ constexpr count_action latch_actions[] = {
 };
 constexpr count_command latch_command{
     lock_kind::latch, "latch", "count-down latch", "count",
-    [](client& c, const std::string& name) { return c.count_down_latch(name).count(); }, latch_actions,
+    [](client& c, const std::string& name) { return c.count_down_latch(name).count(); }, nullptr, latch_actions,
     "A count-down latch (Redisson's RCountDownLatch): set, count down, wait for zero; status",
     "NAME ACTION [COUNT], ACTION one of\n"
     "  set COUNT [--ttl D]  set the count if none is set (exit 75 if one is)\n"

@@ -258,6 +258,7 @@ class lock_session final : public run_session {
 
 int run_command(const run_options& o, int& reraise) {
   if (o.redlock) return run_redlock(o, reraise);
+  if (o.semaphore) return run_semaphore(o, reraise);
   return lock_session(o).run(reraise);
 }
 
@@ -294,6 +295,10 @@ void setup_run(CLI::App& app, action_t& action) {
       "masters; without --redis, the space-separated URLs of $REDLEASE_URL): held while a majority holds\n"
       "one random value under NAME; --watchdog-timeout is its TTL; no --lease. The command gets the masters'\n"
       "fencing tokens in REDLEASE_FENCING_TOKENS (\"0=T0 1=T1 ...\", by the masters' order), not REDLEASE_FENCING_TOKEN.\n"
+      "Semaphore: redlease run --semaphore NAME [--permits N] -- COMMAND holds N permits of the permit-expirable\n"
+      "semaphore NAME (Redisson's RPermitExpirableSemaphore; set its permits with `redlease semaphore NAME set`)\n"
+      "while the command runs, kept by the watchdog (or for --lease) and given back when it exits; their ids in\n"
+      "REDLEASE_PERMIT_IDS. A permit lost is a lock lost.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
       "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
       "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
@@ -343,6 +348,15 @@ void setup_run(CLI::App& app, action_t& action) {
       ->excludes(fair_flag)
       ->excludes(read_flag)
       ->excludes(write_flag);
+  auto* semaphore_flag = cmd->add_flag("--semaphore", o->semaphore,
+                                       "Hold permits of the permit-expirable semaphore NAME (Redisson's "
+                                       "RPermitExpirableSemaphore) instead of a lock")
+                             ->excludes(mutex_flag)
+                             ->excludes(fair_flag)
+                             ->excludes(read_flag)
+                             ->excludes(write_flag);
+  semaphore_flag->excludes("--redlock");
+  cmd->add_option("--permits", o->permits, "With --semaphore: how many permits (default 1)")->needs(semaphore_flag);
   auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "count_command.hpp"
+#include "status_format.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -18,9 +19,42 @@ constexpr count_action semaphore_actions[] = {
     {.name = "release", .number = true},
     {.name = "status", .json = true},
 };
+// The permits out of a permit-expirable semaphore (Redisson's RPermitExpirableSemaphore): a zset
+// beside the count, which `run --semaphore` uses. Empty when the name has none.
+std::string permits_zset(client& c, const std::string& name) {
+  for (const auto& k : describe(lock_kind::permit_semaphore, name).keys)
+    if (k.type == "zset" && lock_command(c, name, {"TYPE", k.key}).str == "zset") return k.key;
+  return {};
+}
+
+// With permits out, the count is read as that kind reads it: expired permits are given back first.
+long long available(client& c, const std::string& name) {
+  return permits_zset(c, name).empty() ? c.semaphore(name).available_permits()
+                                       : c.permit_semaphore(name).available_permits();
+}
+
+// The permits out, their ids and leases (the first 100, nearest expiry first).
+count_details permits_out(client& c, const std::string& name) {
+  if (permits_zset(c, name).empty()) return {};
+  auto s = c.permit_semaphore(name);
+  const long long out = s.acquired_permits();
+  const auto list = s.permits(100);
+  count_details d;
+  d.json = ",\"acquired\":" + std::to_string(out) + ",\"permits_out\":[";
+  d.rows.push_back({"PERMIT", "LEASE"});
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    d.json += (i ? ",{\"id\":" : "{\"id\":") + json_string(list[i].id) + ",\"lease_ms\":" +
+              std::to_string(list[i].lease_ms) + "}";
+    d.rows.push_back({printable(list[i].id, true), list[i].lease_ms < 0 ? "no lease" : format_ttl(list[i].lease_ms)});
+  }
+  d.json += "]";
+  if (out > static_cast<long long>(list.size())) d.rows.push_back({"... (" + std::to_string(out) + " in all)", ""});
+  return d;
+}
+
 constexpr count_command semaphore_command{
     lock_kind::semaphore, "semaphore", "semaphore", "permits",
-    [](client& c, const std::string& name) { return c.semaphore(name).available_permits(); }, semaphore_actions,
+    available, permits_out, semaphore_actions,
     "A semaphore (Redisson's RSemaphore): set, add, drain, acquire, release permits; status",
     "NAME ACTION [N], ACTION one of\n"
     "  set N [--ttl D]         set N permits if the semaphore does not exist yet (exit 75 if it does)\n"

@@ -47,10 +47,11 @@ int print_count_status(client& c, const count_command& cmd, const std::string& n
   const long long ttl = t.is_integer() ? t.integer : -2;
   auto subs = lock_command(c, name, {"PUBSUB", "NUMSUB", channel});
   const long long waiters = subs.elements.size() == 2 ? subs.elements[1].integer : 0;
+  const count_details more = cmd.details != nullptr ? cmd.details(c, name) : count_details{};
   if (json) {
     std::cout << "{\"" << cmd.name << "\":" << json_string(name) << ",\"exists\":" << (ttl == -2 ? "false" : "true")
               << ",\"" << cmd.value_name << "\":" << value << ",\"ttl_ms\":" << ttl << ",\"waiters\":" << waiters
-              << ",\"channel\":" << json_string(channel) << "}\n";
+              << ",\"channel\":" << json_string(channel) << more.json << "}\n";
     return exit_code::ok;
   }
   auto upper = [](std::string_view w) {
@@ -61,6 +62,10 @@ int print_count_status(client& c, const count_command& cmd, const std::string& n
   print_rows({{upper(cmd.name), upper(cmd.value_name), "TTL", "WAITERS"},
               {printable(name, true), ttl == -2 ? "0 (no key)" : std::to_string(value), format_ttl(ttl),
                std::to_string(waiters)}});
+  if (!more.rows.empty()) {
+    std::cout << "\n";
+    print_rows(more.rows);
+  }
   return exit_code::ok;
 }
 

@@ -38,6 +38,13 @@ struct count_action {
   bool ttl = false, wait = false, json = false;
 };
 
+/// What the `status` action shows beyond the number, its TTL and its waiters (a permit-expirable
+/// semaphore's permits out): fields for its JSON object, and rows (a header first) for a second table.
+struct count_details {
+  std::string json;  // ",\"field\":value..." to end the object with
+  std::vector<std::vector<std::string>> rows;
+};
+
 /// One counting subcommand: its name ("semaphore"), the thing it counts in messages ("semaphore",
 /// "count-down latch"), its actions, its one-line help and the start of its help's footer (the
 /// actions, its own exit statuses; those of every counting subcommand follow: 65, 64, 69, 78, 70).
@@ -47,6 +54,7 @@ struct count_command {
   std::string_view thing;
   std::string_view value_name;  // what the key's number is: "permits", "count"
   long long (*read)(client&, const std::string& name);  // the number (`status`, and `set` when it exists)
+  count_details (*details)(client&, const std::string& name);  // more for `status`; nullptr: nothing
   std::span<const count_action> actions;
   std::string_view description;
   std::string_view footer;

@@ -419,12 +419,13 @@ run_session::step run_session::spawn() {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
     if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0 && std::strncmp(*e, "REDLEASE_FENCING_TOKEN=", 23) != 0 &&
-        std::strncmp(*e, "REDLEASE_FENCING_TOKENS=", 24) != 0)
+        std::strncmp(*e, "REDLEASE_FENCING_TOKENS=", 24) != 0 && std::strncmp(*e, "REDLEASE_PERMIT_IDS=", 20) != 0)
       env_strings.emplace_back(*e);
   env_strings.push_back("REDLEASE_LOCK_NAME=" + o_.name);
   if (state_->fencing_token != 0)
     env_strings.push_back("REDLEASE_FENCING_TOKEN=" + std::to_string(state_->fencing_token));
   if (!state_->fencing_tokens.empty()) env_strings.push_back("REDLEASE_FENCING_TOKENS=" + state_->fencing_tokens);
+  if (!state_->permit_ids.empty()) env_strings.push_back("REDLEASE_PERMIT_IDS=" + state_->permit_ids);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);

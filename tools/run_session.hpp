@@ -40,7 +40,8 @@ struct run_options {
   std::string name;
   std::vector<std::string> command;
   std::string wait, lease, watchdog = "30s", kill_after = "10s";
-  bool mutex = false, fair = false, read = false, write = false, redlock = false;
+  bool mutex = false, fair = false, read = false, write = false, redlock = false, semaphore = false;
+  long long permits = 1;  // --semaphore: how many
   bool quiet = false, verbose = false, json = false;
 };
 
@@ -110,6 +111,7 @@ struct shared_state {
   std::string acquire_error_text;  // the server's words for it (redlease::last_error_text)
   std::uint64_t fencing_token = 0;  // the grant's fencing token (written before `acquire`)
   std::string fencing_tokens;       // a RedLock's per-node tokens, "0=T0 1=T1 ..." (likewise)
+  std::string permit_ids;           // a semaphore's permits, "ID ID ..." (likewise)
   std::atomic<int> lost{-1};       // a lost_reason once the lock is lost
 
   shared_state();
@@ -202,5 +204,7 @@ class run_session {
 
 /// `redlease run --redlock` (cli_run_redlock.cpp): the command's status, as run_session::run.
 int run_redlock(const run_options& o, int& reraise);
+/// `redlease run --semaphore` (cli_run_semaphore.cpp): the command's status, as run_session::run.
+int run_semaphore(const run_options& o, int& reraise);
 
 }  // namespace redlease::cli::run_detail

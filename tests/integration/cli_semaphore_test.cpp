@@ -4,6 +4,8 @@
 // exit status, its output and the server's state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -23,8 +25,9 @@ class cli_semaphore_test : public lock_fixture {
   }
 
   std::string url() { return server().url(); }
+  // `--redis URL` goes before a `--` (run's command follows it).
   cli_process& start(std::vector<std::string> args) {
-    args.insert(args.end(), {"--redis", url()});
+    args.insert(std::find(args.begin(), args.end(), "--"), {"--redis", url()});
     const std::string n = std::to_string(procs_.size());
     procs_.push_back(std::make_unique<cli_process>(REDLEASE_CLI_PATH, args, std::vector<std::string>{},
                                                    dir_.path("out." + n), dir_.path("err." + n)));
@@ -304,6 +307,78 @@ TEST_F(cli_semaphore_test, doctor_checks_the_semaphores_and_the_latchs_permissio
   r = run({"doctor", "locks:*", "--acl-user", "app"});
   EXPECT_TRUE(check_line(r.out, "acl.semaphore").starts_with("OK")) << r.out;
   EXPECT_TRUE(check_line(r.out, "acl.latch").starts_with("OK")) << r.out;
+}
+
+// ---- run --semaphore ----------------------------------------------------------------------------
+
+// `run --semaphore` holds its permits (kept by the watchdog) while the command runs, which gets their
+// ids; `semaphore NAME status` lists them with their leases; a second run that finds none free within
+// --wait exits 75; the permits are back once the command has exited.
+TEST_F(cli_semaphore_test, run_holds_permits_of_a_permit_expirable_semaphore) {
+  client c{cfg()};
+  auto s = c.permit_semaphore("jobs");
+  ASSERT_TRUE(s.try_set_permits(2));
+  const std::string ready = dir_.path("ready"), go = dir_.path("go");
+  auto& holder = start({"run", "--semaphore", "jobs", "--permits", "2", "--watchdog-timeout", "3s", "--", "sh", "-c",
+                        "echo \"$REDLEASE_PERMIT_IDS\" > " + ready + ".tmp; mv " + ready + ".tmp " + ready +
+                            "; while [ ! -e " + go + " ]; do sleep 0.01; done"});
+  ASSERT_TRUE(eventually([&] { return !read_whole_file(ready).empty(); }, 10000ms)) << holder.err();
+  const std::string ids = read_whole_file(ready);
+  ASSERT_EQ(ids.size(), 2 * 32 + 2) << ids;  // "ID ID\n"
+  const std::string first = ids.substr(0, 32), second = ids.substr(33, 32);
+
+  auto r = run({"semaphore", "jobs", "status", "--json"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"permits\":0,")) << r.out;
+  EXPECT_TRUE(has(r.out, "\"acquired\":2,\"permits_out\":[{\"id\":\"")) << r.out;
+  EXPECT_TRUE(has(r.out, "{\"id\":\"" + first + "\",\"lease_ms\":")) << r.out;
+  EXPECT_TRUE(has(r.out, "{\"id\":\"" + second + "\",\"lease_ms\":")) << r.out;
+  EXPECT_FALSE(has(r.out, "\"lease_ms\":-")) << "kept by the watchdog: a lease" << r.out;
+  r = run({"semaphore", "jobs", "status"});
+  EXPECT_TRUE(has(r.out, "\nPERMIT ")) << r.out;
+  EXPECT_TRUE(has(r.out, first)) << r.out;
+
+  auto t0 = steady::now();
+  r = run({"run", "--semaphore", "jobs", "--wait", "300ms", "--", "true"});
+  EXPECT_EQ(r.status, 75) << r.err;
+  EXPECT_GE(ms_since(t0), 300);
+  EXPECT_TRUE(has(r.err, "1 permit of semaphore \"jobs\" not acquired within 300ms")) << r.err;
+
+  FILE* f = std::fopen(go.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  EXPECT_EQ(holder.wait(), 0) << holder.err();
+  EXPECT_EQ(s.available_permits(), 2);
+  EXPECT_EQ(s.acquired_permits(), 0);
+}
+
+// A permit given back by someone else (by its id) is lost to its holder: the command is stopped and
+// run exits 76, as for a lost lock.
+TEST_F(cli_semaphore_test, run_stops_the_command_when_its_permit_is_lost) {
+  client c{cfg()};
+  auto s = c.permit_semaphore("jobs");
+  ASSERT_TRUE(s.try_set_permits(1));
+  const std::string ready = dir_.path("ready");
+  auto& holder = start({"run", "--semaphore", "jobs", "--watchdog-timeout", "900ms", "--", "sh", "-c",
+                        "echo > " + ready + "; sleep 30"});
+  ASSERT_TRUE(eventually([&] { return !read_whole_file(ready).empty(); }, 10000ms)) << holder.err();
+  auto out = s.permits(10);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(s.try_release(std::vector<std::string>{out[0].id}));
+  EXPECT_EQ(holder.wait(), 76) << holder.err();
+  EXPECT_TRUE(has(holder.err(), "lost")) << holder.err();
+  EXPECT_EQ(s.available_permits(), 1);  // given back once, by its releaser
+}
+
+TEST_F(cli_semaphore_test, run_semaphore_usage_errors_are_64) {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"run", "--permits", "2", "jobs", "--", "true"},
+        {"run", "--semaphore", "--mutex", "jobs", "--", "true"}, {"run", "--semaphore", "--redlock", "jobs", "--", "true"},
+        {"run", "--semaphore", "--permits", "0", "jobs", "--", "true"}}) {
+    auto r = run(args);
+    EXPECT_EQ(r.status, 64) << args[1] << " " << args[2] << ": " << r.err;
+  }
+  EXPECT_EQ(raw()({"EXISTS", "jobs"}).integer, 0);
 }
 
 }  // namespace
