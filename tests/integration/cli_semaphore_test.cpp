@@ -3,6 +3,7 @@
 // would: the built binary, run as a child process against a real redis-server, checked through its
 // exit status, its output and the server's state.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -368,6 +369,23 @@ TEST_F(cli_semaphore_test, run_stops_the_command_when_its_permit_is_lost) {
   EXPECT_EQ(holder.wait(), 76) << holder.err();
   EXPECT_TRUE(has(holder.err(), "lost")) << holder.err();
   EXPECT_EQ(s.available_permits(), 1);  // given back once, by its releaser
+}
+
+// A signal while run waits for permits ends the wait (128+N): the command does not run, and no
+// permit is left taken.
+TEST_F(cli_semaphore_test, a_signal_ends_a_run_waiting_for_permits) {
+  client c{cfg()};
+  auto s = c.permit_semaphore("jobs");
+  ASSERT_TRUE(s.try_set_permits(0));
+  const std::string ran = dir_.path("ran");
+  auto& waiter = start({"run", "--semaphore", "jobs", "--", "sh", "-c", "echo ran > " + ran});
+  ASSERT_TRUE(eventually([&] { return subscribers(semaphore_channel("jobs")) == 1; }, 10000ms)) << waiter.err();
+  ASSERT_EQ(::kill(waiter.pid(), SIGTERM), 0);
+  EXPECT_EQ(waiter.wait(), 128 + SIGTERM) << waiter.err();
+  EXPECT_TRUE(has(waiter.err(), "SIGTERM while waiting")) << waiter.err();
+  EXPECT_TRUE(read_whole_file(ran).empty());
+  EXPECT_EQ(s.add_permits(1), 1);
+  EXPECT_EQ(s.acquired_permits(), 0);
 }
 
 TEST_F(cli_semaphore_test, run_semaphore_usage_errors_are_64) {
