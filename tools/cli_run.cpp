@@ -85,13 +85,7 @@ class lock_session final : public run_session {
   using run_session::run_session;
 
  private:
-  step check_options() override {
-    if (o_.urls.size() > 1)
-      return fail(exit_code::usage, "--redis is given " + std::to_string(o_.urls.size()) +
-                                        " times: several servers are for --redlock (one lock over several "
-                                        "masters); the other kinds take one --redis");
-    return std::nullopt;
-  }
+  step check_options() override { return one_server_only(); }
 
   void connect() override {
     cfg_ = client_config(o_.urls.empty() ? default_url() : o_.urls.front());
@@ -171,17 +165,6 @@ class lock_session final : public run_session {
     }
   }
 
-  // Waits (bounded) for the acquisition to end after a cancellation.
-  void await_cancelled() {
-    asio::post(c_->get_executor(), [this] { cancel_.emit(asio::cancellation_type::total); });
-    const auto limit = steady::now() + 2 * cfg_.request_timeout + std::chrono::seconds(1);
-    pollfd wake{state_->wake.get(), POLLIN, 0};
-    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(limit - steady::now()).count();
-      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
-      drain(state_->wake.get());
-    }
-  }
   // A lock always has a TTL (every grant sets one), so a holder without never lets go by itself: a
   // string no redlease wrote (it cannot be told from another library's mutex token), or a lock
   // whose TTL someone removed. Empty when the lock has a TTL or is free.
@@ -212,16 +195,10 @@ class lock_session final : public run_session {
         continue;
       }
       drain(state_->wake.get());
-      for (const auto& si : read_signals(sigfd_.get())) {
-        int sig = static_cast<int>(si.ssi_signo);
-        if (sig == SIGCHLD) continue;
-        await_cancelled();
-        if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired) {
-          std::error_code ec;
-          lock_->unlock(ec);  // it was granted just before the cancellation
-        }
-        return interrupted(sig);
-      }
+      if (auto end = interrupt_acquisition(
+              [this] { asio::post(c_->get_executor(), [this] { cancel_.emit(asio::cancellation_type::total); }); },
+              2 * cfg_.request_timeout + std::chrono::seconds(1)))
+        return end;
     }
     const auto waited = ms_between(t0_, steady::now());
     switch (state_->acquire.load(std::memory_order_acquire)) {
@@ -281,6 +258,7 @@ class lock_session final : public run_session {
 
 int run_command(const run_options& o, int& reraise) {
   if (o.redlock) return run_redlock(o, reraise);
+  if (o.semaphore) return run_semaphore(o, reraise);
   return lock_session(o).run(reraise);
 }
 
@@ -317,6 +295,10 @@ void setup_run(CLI::App& app, action_t& action) {
       "masters; without --redis, the space-separated URLs of $REDLEASE_URL): held while a majority holds\n"
       "one random value under NAME; --watchdog-timeout is its TTL; no --lease. The command gets the masters'\n"
       "fencing tokens in REDLEASE_FENCING_TOKENS (\"0=T0 1=T1 ...\", by the masters' order), not REDLEASE_FENCING_TOKEN.\n"
+      "Semaphore: redlease run --semaphore NAME [--permits N] -- COMMAND holds N permits of the permit-expirable\n"
+      "semaphore NAME (Redisson's RPermitExpirableSemaphore; set its permits with `redlease semaphore NAME set`)\n"
+      "while the command runs, kept by the watchdog (or for --lease) and given back when it exits; their ids in\n"
+      "REDLEASE_PERMIT_IDS. A permit lost is a lock lost.\n"
       "Exit status: the command's (128+N if killed by signal N); 75 not acquired within --wait;\n"
       "76 lock lost; 64 usage; 65 the key (or another key of the kind: queue, deadlines, token) holds\n"
       "another type; 69 Redis unavailable (unreachable, authentication, TLS, no Sentinel, not Redis, or\n"
@@ -366,6 +348,15 @@ void setup_run(CLI::App& app, action_t& action) {
       ->excludes(fair_flag)
       ->excludes(read_flag)
       ->excludes(write_flag);
+  auto* semaphore_flag = cmd->add_flag("--semaphore", o->semaphore,
+                                       "Hold permits of the permit-expirable semaphore NAME (Redisson's "
+                                       "RPermitExpirableSemaphore) instead of a lock")
+                             ->excludes(mutex_flag)
+                             ->excludes(fair_flag)
+                             ->excludes(read_flag)
+                             ->excludes(write_flag);
+  semaphore_flag->excludes("--redlock");
+  cmd->add_option("--permits", o->permits, "With --semaphore: how many permits (default 1)")->needs(semaphore_flag);
   auto* quiet = cmd->add_flag("-q,--quiet", o->quiet, "Print nothing but errors");
   auto* verbose = cmd->add_flag("-v,--verbose", o->verbose, "Also report acquisition, start, exit and release");
   quiet->excludes(verbose);

@@ -3,14 +3,11 @@
 // while a RedLock (redlease::redlock, docs/redlock.md) is held over the masters: a majority of them
 // hold one random value under NAME, renewed every third of --watchdog-timeout. The command's
 // supervision is run_session's, as for every kind.
-#include <poll.h>
 
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/cancellation_signal.hpp>
 #include <asio/post.hpp>
 
-#include <algorithm>
-#include <cerrno>
 #include <memory>
 #include <optional>
 #include <string>
@@ -94,46 +91,28 @@ class redlock_session final : public run_session {
                         }));
   }
 
-  // Cancels the acquisition and waits (bounded) for it to end: an attempt's grants are given back.
-  void await_cancelled() {
-    asio::post(rl_->executor(), [this] { cancel_.emit(asio::cancellation_type::total); });
-    const auto limit = steady::now() + rl_->node_timeout() * 2 + std::chrono::seconds(1);
-    pollfd wake{state_->wake.get(), POLLIN, 0};
-    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
-      auto left = std::chrono::duration_cast<milliseconds>(limit - steady::now()).count();
-      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
-      drain(state_->wake.get());
-    }
-  }
-
   step acquire() override {
     t0_ = steady::now();
     start_acquisition();
-    pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
-    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
-      if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
-      drain(state_->wake.get());
-      for (const auto& si : read_signals(sigfd_.get())) {
-        if (si.ssi_signo == SIGCHLD) continue;
-        await_cancelled();
-        if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired)
-          (void)unlock();  // granted just before the cancellation
-        return interrupted(static_cast<int>(si.ssi_signo));
-      }
-      if (state_->acquire.load(std::memory_order_acquire) == shared_state::failed &&
-          state_->acquire_error == errc::no_permission && fenced_) {
-        // The ACL allows the lock's key but not the token keys (or the other way round: then the
-        // plain attempt says so too). Taken without tokens, said once.
-        rep_(reporter::notice, "no_fencing_token")
-            .str("message", state_->acquire_error_text)
-            .say("no fencing tokens for RedLock " + rep_.quoted() + ": " + state_->acquire_error_text +
-                 " (allow the key redlease_redlock_token:{NAME} in the ACL: docs/deployment.md); taking the lock "
-                 "without them");
-        fenced_ = false;
-        make_handle(false);
-        start_acquisition();
-      }
-    }
+    // A signal cancels the acquisition: an attempt's grants are given back.
+    auto end = await_acquisition(
+        [this] { asio::post(rl_->executor(), [this] { cancel_.emit(asio::cancellation_type::total); }); },
+        rl_->node_timeout() * 2 + std::chrono::seconds(1), [this] {
+          if (state_->acquire.load(std::memory_order_acquire) != shared_state::failed ||
+              state_->acquire_error != errc::no_permission || !fenced_)
+            return;
+          // The ACL allows the lock's key but not the token keys (or the other way round: then the
+          // plain attempt says so too). Taken without tokens, said once.
+          rep_(reporter::notice, "no_fencing_token")
+              .str("message", state_->acquire_error_text)
+              .say("no fencing tokens for RedLock " + rep_.quoted() + ": " + state_->acquire_error_text +
+                   " (allow the key redlease_redlock_token:{NAME} in the ACL: docs/deployment.md); taking the lock "
+                   "without them");
+          fenced_ = false;
+          make_handle(false);
+          start_acquisition();
+        });
+    if (end) return end;
     switch (state_->acquire.load(std::memory_order_acquire)) {
       case shared_state::not_acquired: {
         // Refused by a majority, or not answered by one: only the latter is Redis unavailable.

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,8 +40,9 @@ struct lock_status {
   std::string name;
   std::string node;  // on a cluster: host:port of the master serving the slot
   int slot = -1;     // on a cluster: the name's hash slot
-  std::string state;  // free | held | other
-  std::string kind;   // none | reentrant | mutex | the Redis type of another key
+  std::string state;  // free | held | set (a semaphore's or a latch's count) | other
+  std::string kind;   // none | reentrant | mutex | semaphore | latch | semaphore or latch | the Redis type of another key
+  std::string value;  // a string key holding a whole number: a semaphore's permits or a latch's count
   long long ttl_ms = -2;
   std::vector<holder> holders;
   std::vector<channel_count> channels;
@@ -111,6 +113,37 @@ std::vector<long long> count_subscribers(client& c, const std::string& name, con
   return out;
 }
 
+std::optional<long long> whole_number(std::string_view v) {
+  long long n = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (v.empty() || ec != std::errc{} || p != v.data() + v.size()) return std::nullopt;
+  return n;
+}
+
+// A string holding a whole number: a semaphore's permits or a latch's count (a redlease mutex's token
+// is 32 hex digits, which no long long holds), or some other library's mutex value.
+const std::string count_kinds = "semaphore or latch";
+const std::string mutex_without_expiry = "warning: no expiry: held by a value redlease did not write; it will never expire";
+
+// Which of the kinds a whole number can be is told by who waits: the waiters of one kind only name
+// it; none, or several, leave both counting kinds (the channels are the mutex's, the semaphore's,
+// the latch's, in that order, at the end of `s.channels`).
+void tell_count_kind(lock_status& s) {
+  const auto n = s.channels.size();
+  const long long mutex = s.channels[n - 3].subscribers, semaphore = s.channels[n - 2].subscribers,
+                  latch = s.channels[n - 1].subscribers;
+  if (mutex > 0 && semaphore == 0 && latch == 0) {
+    s.kind = "mutex";
+    s.holders.push_back({s.value, "1"});
+    s.value.clear();
+    if (s.ttl_ms == -1) s.problem = mutex_without_expiry;
+    return;
+  }
+  s.state = "set";
+  if (semaphore > 0 && latch == 0 && mutex == 0) s.kind = "semaphore";
+  else if (latch > 0 && semaphore == 0 && mutex == 0) s.kind = "latch";
+}
+
 // A hash that crashed readers grew, or a queue that crashed waiters grew, can hold a million
 // entries: status lists the first list_cap of each and counts the rest, so that it neither copies
 // them all (HGETALL of 300,000 fields kept the server busy for a quarter of a second) nor prints them.
@@ -168,7 +201,11 @@ lock_status inspect(client& c, const std::string& name, cluster_view* cv) {
     }
   } else if (type == "string") {
     auto v = lock_command(c, name, {"GET", name});
-    if (!v.is_nil()) {
+    const auto number = v.is_nil() ? std::nullopt : whole_number(v.str);
+    if (number) {
+      s.value = std::to_string(*number);  // which kind it is: by the waiters, below
+      s.kind = count_kinds;
+    } else if (!v.is_nil()) {
       s.holders.push_back({v.str, "1"});
       s.kind = "mutex";
     }
@@ -187,8 +224,8 @@ lock_status inspect(client& c, const std::string& name, cluster_view* cv) {
     s.ttl_ms = t.is_integer() ? t.integer : -2;
   }
   // A lock always has a TTL (every grant sets one): a held one without never frees itself.
-  if (s.state == "held" && s.ttl_ms == -1)
-    s.problem = s.kind == "mutex" ? "warning: no expiry: held by a value redlease did not write; it will never expire"
+  if (s.state == "held" && s.ttl_ms == -1 && s.kind != count_kinds)
+    s.problem = s.kind == "mutex" ? mutex_without_expiry
                                   : "warning: no expiry: someone removed its TTL; only an unlock frees it";
   // A fair lock is a reentrant hash with a queue of waiters beside it.
   if (s.kind == "reentrant" || s.kind == "none") {
@@ -211,12 +248,17 @@ lock_status inspect(client& c, const std::string& name, cluster_view* cv) {
   if (s.kind == "reentrant" || s.kind == "none" || s.state == "other")
     s.channels.push_back({describe(lock_kind::reentrant, name).channel(), 0});
   if (s.kind == "read-write" || s.kind == "none") s.channels.push_back({describe(lock_kind::read, name).channel(), 0});
-  if (s.kind == "mutex" || s.kind == "none" || s.state == "other")
+  if (s.kind == "mutex" || s.kind == "none" || s.state == "other" || s.kind == count_kinds)
     s.channels.push_back({describe(lock_kind::mutex, name).channel(), 0});
+  // A semaphore without a key has no permits, and its waiters wait; a latch without one reads 0.
+  if (s.kind == "none" || s.kind == count_kinds) s.channels.push_back({describe(lock_kind::semaphore, name).channel(), 0});
+  if (s.kind == count_kinds) s.channels.push_back({describe(lock_kind::latch, name).channel(), 0});
   std::vector<std::string> names;
   for (auto& ch : s.channels) names.push_back(ch.channel);
   auto counts = count_subscribers(c, name, names, cv, home);
   for (std::size_t i = 0; i < s.channels.size(); ++i) s.channels[i].subscribers = counts[i];
+  if (s.kind == "none" && s.channels.back().subscribers == 0) s.channels.pop_back();  // listed when waited on
+  if (s.kind == count_kinds) tell_count_kind(s);
   // Who the holders are, and (the read-write lock records no waiters) who waits to write.
   std::vector<std::string> ids;
   for (const auto& h : s.holders) ids.emplace_back(client_id_of_holder(h.owner));
@@ -266,6 +308,8 @@ std::string to_json(const lock_status& s) {
     }
   } else if (s.kind == "mutex") {
     out += ",\"token\":" + json_string(s.holders.front().owner);
+  } else if (!s.value.empty()) {
+    out += ",\"value\":" + s.value;
   }
   if (!s.problem.empty()) out += ",\"problem\":" + json_string(s.problem);
   out += ",\"waiters\":" + std::to_string(s.waiters()) + ",\"channels\":[";
@@ -278,6 +322,9 @@ std::string to_json(const lock_status& s) {
 }
 
 std::string holders_text(const lock_status& s) {
+  if (s.kind == "semaphore") return "permits " + s.value;
+  if (s.kind == "latch") return "count " + s.value;
+  if (s.kind == count_kinds) return "value " + s.value + " (a semaphore's permits or a latch's count)";
   if (s.kind == "mutex")
     return "token " + printable(s.holders.front().owner, true) + (s.problem.empty() ? "" : "; " + s.problem);
   std::string out;
@@ -348,6 +395,8 @@ int status(const status_options& o) {
 void setup_status(CLI::App& app, action_t& action) {
   auto [cmd, o] = add_command<status_options>(
       app, action, "status", "Show locks: free or held, kind, holders, TTL, waiters",
+      "A string holding a whole number is a semaphore's permits or a latch's count (STATE set; KIND semaphore,\n"
+      "latch, or \"semaphore or latch\" when no waiter tells which).\n"
       "On a Redis Cluster, NODE (the master serving the name's slot, whose keys are read) and SLOT\n"
       "come before HOLDERS (--json: node, slot).\n"
       "With --redlock (--redis once per master, at least 3): per master, the value under each NAME and its\n"

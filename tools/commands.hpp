@@ -121,5 +121,9 @@ void setup_status(CLI::App& app, action_t& action);
 void setup_unlock(CLI::App& app, action_t& action);
 void setup_demo(CLI::App& app, action_t& action);
 void setup_doctor(CLI::App& app, action_t& action);
+/// `redlease semaphore NAME ACTION` (cli_semaphore.cpp).
+void setup_semaphore(CLI::App& app, action_t& action);
+/// `redlease latch NAME ACTION` (cli_latch.cpp).
+void setup_latch(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli

@@ -144,6 +144,29 @@ std::vector<step> rw_steps(const context& cx, const client& c) {
   };
 }
 
+// The semaphore and the count-down latch on the reentrant lock's sample name (src/lua/semaphore_*.lua,
+// latch_*.lua): their request latches are keys, their channels arguments.
+std::vector<step> counting_steps(const context& cx, lock_kind kind) {
+  const std::string& n = cx.sample;
+  const auto l = describe(kind, n);
+  const std::string& ch = l.channel();
+  const std::string latch = l.latch_key(request_id);
+  std::vector<step> s;
+  if (kind == lock_kind::semaphore)
+    s = {{"acquire", {"EVALSHA", fake_sha, "2", n, latch, "1", "60000"}},
+         {"release", {"EVALSHA", fake_sha, "2", n, latch, ch, "1", "60000", "publish"}},
+         {"set", {"EVALSHA", fake_sha, "1", n, ch, "1", "0", "publish"}},
+         {"drain", {"EVALSHA", fake_sha, "1", n}}};
+  else
+    s = {{"set", {"EVALSHA", fake_sha, "2", n, latch, ch, "1", "0", "60000", "publish"}},
+         {"count-down", {"EVALSHA", fake_sha, "2", n, latch, ch, "60000", "publish"}},
+         {"await", {"EVALSHA", fake_sha, "1", n}},
+         {"delete", {"EVALSHA", fake_sha, "1", n, ch, "publish"}}};
+  s.push_back({"publish", {"PUBLISH", ch, "0"}, need::wakeup, without_publish});
+  s.push_back({"wait", {"SUBSCRIBE", ch}, need::wakeup, without_subscribe});
+  return s;
+}
+
 const char* const keyspace_query_step =
     "CONFIG GET notify-keyspace-events (mutex waiters then do without keyspace events)";
 
@@ -284,6 +307,8 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
   auto mr = dryrun(c, cx, mutex_steps(cx));
   auto fr = dryrun(c, cx, fair_steps(cx, c));
   auto rr = dryrun(c, cx, rw_steps(cx, c));
+  auto sr = dryrun(c, cx, counting_steps(cx, lock_kind::semaphore));
+  auto tr = dryrun(c, cx, counting_steps(cx, lock_kind::latch));
   auto orr = dryrun(c, cx, other_steps(cx, c));
   // Mutex waiters also subscribe to the key's keyspace channel when the server sends keyspace events
   // and the user may read that it does (the library asks; refused, it does without).
@@ -308,6 +333,11 @@ void check_permissions_dryrun(client& c, context& cx, report& r) {
                "read-write lock on " + cx.sample +
                    ": acquire, read timeout key, release, renew, force-unlock, fencing, publish, wait permitted",
                "the read-write lock");
+  report_group(cx, r, "acl.semaphore", cx.sample, sr,
+               "semaphore on " + cx.sample + ": acquire, release, set, drain, publish, wait permitted", "the semaphore");
+  report_group(cx, r, "acl.latch", cx.sample, tr,
+               "count-down latch on " + cx.sample + ": set, count-down, await, delete, publish, wait permitted",
+               "the count-down latch");
   report_group(cx, r, "acl.commands", cx.sample, orr, "HGET, GET, EXISTS, PTTL, EVAL, PING, TIME permitted");
 }
 
@@ -444,7 +474,8 @@ void check_permissions_live(client& c, context& cx, report& r) {
   const std::string& n = cx.sample;
   const std::string field = "redlease-doctor:1";  // an owner field no client has
   const auto reentrant = describe(lock_kind::reentrant, n), fair = describe(lock_kind::fair, n),
-             mutex = describe(lock_kind::mutex, cx.mutex_sample), rw = describe(lock_kind::read, n);
+             mutex = describe(lock_kind::mutex, cx.mutex_sample), rw = describe(lock_kind::read, n),
+             semaphore = describe(lock_kind::semaphore, n), latch = describe(lock_kind::latch, n);
   const std::string rw_timeout = rw.read_timeout_key(field, 1);
   const std::string no_fair = "the fair lock cannot be used (its scripts declare the queue and the deadlines)";
   const std::string no_read = "read locks cannot be taken (the acquire script writes the timeout key)";
@@ -468,6 +499,10 @@ void check_permissions_live(client& c, context& cx, report& r) {
        {{"read timeout key " + rw_timeout, {"EXISTS", rw_timeout}, no_read},
         {"channel " + rw.channel(), {"PUBLISH", rw.channel(), "0"},
          without_publish}}},
+      // A "0" on the semaphore's channel fits no waiter; on the latch's, its waiters check and wait on.
+      {"probe.semaphore", false,
+       {{"channel " + semaphore.channel(), {"PUBLISH", semaphore.channel(), "0"}, without_publish}}},
+      {"probe.latch", false, {{"channel " + latch.channel(), {"PUBLISH", latch.channel(), "0"}, without_publish}}},
   };
   for (const auto& [check, a_kind, items] : kinds) {
     std::string failed, names, fix;

@@ -38,10 +38,12 @@ int main(int argc, char** argv) {
       "(unreachable, authentication, TLS, no Sentinel, not Redis, or refusing for now: maxclients, OOM,\n"
       "NOREPLICAS, LOADING, BUSY); 70 an unexpected error; 78 a configuration problem (an ACL permission\n"
       "the user lacks, a renamed command), and for `doctor` a check that FAILs; 65 a key that is not a\n"
-      "lock of that kind (run, unlock). `run`: the command's status (128+N if killed by signal N), 75 not\n"
-      "acquired within --wait, 76 lock lost, 79 the command succeeded but the lock was not released,\n"
-      "126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done (doctor: no check\n"
-      "FAILs). `demo`: 0 every step passed, 1 one failed. The benchmark is redlease-bench.\n"
+      "lock of that kind (run, unlock, semaphore, latch). `run`: the command's status (128+N if killed by\n"
+      "signal N), 75 not acquired within --wait, 76 lock lost, 79 the command succeeded but the lock was\n"
+      "not released, 126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done\n"
+      "(doctor: no check FAILs). `semaphore`, `latch`: 0 done, 75 `set` found one already, or `acquire`,\n"
+      "`wait` ran out of --wait. `demo`: 0 every step passed, 1 one failed. The benchmark is\n"
+      "redlease-bench.\n"
       "\n"
       "Environment: REDLEASE_URL (default redis://127.0.0.1:6379; for --redlock, the masters' URLs separated\n"
       "by spaces), REDLEASE_PASSWORD,\n"
@@ -53,6 +55,8 @@ int main(int argc, char** argv) {
   setup_demo(app, action);
   setup_bench_pointer(app, action);
   setup_doctor(app, action);
+  setup_semaphore(app, action);
+  setup_latch(app, action);
   // A first word that is no option must name a subcommand: CLI11 would call it an extra argument and
   // say "A subcommand is required", as if none had been given.
   if (argc > 1 && argv[1][0] != '-') {

@@ -330,6 +330,43 @@ lost_handler run_session::tell_lost() const {
   };
 }
 
+run_session::step run_session::interrupt_acquisition(const std::function<void()>& cancel, milliseconds bound) {
+  for (const auto& si : read_signals(sigfd_.get())) {
+    if (si.ssi_signo == SIGCHLD) continue;
+    cancel();
+    const auto limit = steady::now() + bound;
+    pollfd wake{state_->wake.get(), POLLIN, 0};
+    while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending && steady::now() < limit) {
+      auto left = std::chrono::duration_cast<milliseconds>(limit - steady::now()).count();
+      ::poll(&wake, 1, static_cast<int>(std::max<long long>(left, 1)));
+      drain(state_->wake.get());
+    }
+    if (state_->acquire.load(std::memory_order_acquire) == shared_state::acquired)
+      (void)unlock();  // granted just before the cancellation
+    return interrupted(static_cast<int>(si.ssi_signo));
+  }
+  return std::nullopt;
+}
+
+run_session::step run_session::await_acquisition(const std::function<void()>& cancel, milliseconds bound,
+                                                  const std::function<void()>& each_wake) {
+  pollfd fds[2] = {{sigfd_.get(), POLLIN, 0}, {state_->wake.get(), POLLIN, 0}};
+  while (state_->acquire.load(std::memory_order_acquire) == shared_state::pending) {
+    if (::poll(fds, 2, -1) < 0 && errno != EINTR) throw std::system_error(errno, std::generic_category(), "poll");
+    drain(state_->wake.get());
+    if (auto end = interrupt_acquisition(cancel, bound)) return end;
+    if (each_wake) each_wake();
+  }
+  return std::nullopt;
+}
+
+run_session::step run_session::one_server_only() const {
+  if (o_.urls.size() <= 1) return std::nullopt;
+  return fail(exit_code::usage, "--redis is given " + std::to_string(o_.urls.size()) +
+                                    " times: several servers are for --redlock (one lock over several masters); the "
+                                    "other kinds take one --redis");
+}
+
 int run_session::interrupted(int sig) const {
   rep_(reporter::notice, "interrupted")
       .str("signal", signal_name(sig))
@@ -374,12 +411,13 @@ run_session::step run_session::spawn() {
   std::vector<std::string> env_strings;
   for (char** e = environ; e && *e; ++e)
     if (std::strncmp(*e, "REDLEASE_LOCK_NAME=", 19) != 0 && std::strncmp(*e, "REDLEASE_FENCING_TOKEN=", 23) != 0 &&
-        std::strncmp(*e, "REDLEASE_FENCING_TOKENS=", 24) != 0)
+        std::strncmp(*e, "REDLEASE_FENCING_TOKENS=", 24) != 0 && std::strncmp(*e, "REDLEASE_PERMIT_IDS=", 20) != 0)
       env_strings.emplace_back(*e);
   env_strings.push_back("REDLEASE_LOCK_NAME=" + o_.name);
   if (state_->fencing_token != 0)
     env_strings.push_back("REDLEASE_FENCING_TOKEN=" + std::to_string(state_->fencing_token));
   if (!state_->fencing_tokens.empty()) env_strings.push_back("REDLEASE_FENCING_TOKENS=" + state_->fencing_tokens);
+  if (!state_->permit_ids.empty()) env_strings.push_back("REDLEASE_PERMIT_IDS=" + state_->permit_ids);
   std::vector<char*> envp, argv;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);

@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -39,7 +40,8 @@ struct run_options {
   std::string name;
   std::vector<std::string> command;
   std::string wait, lease, watchdog = "30s", kill_after = "10s";
-  bool mutex = false, fair = false, read = false, write = false, redlock = false;
+  bool mutex = false, fair = false, read = false, write = false, redlock = false, semaphore = false;
+  long long permits = 1;  // --semaphore: how many
   bool quiet = false, verbose = false, json = false;
 };
 
@@ -109,6 +111,7 @@ struct shared_state {
   std::string acquire_error_text;  // the server's words for it (redlease::last_error_text)
   std::uint64_t fencing_token = 0;  // the grant's fencing token (written before `acquire`)
   std::string fencing_tokens;       // a RedLock's per-node tokens, "0=T0 1=T1 ..." (likewise)
+  std::string permit_ids;           // a semaphore's permits, "ID ID ..." (likewise)
   std::atomic<int> lost{-1};       // a lost_reason once the lock is lost
 
   shared_state();
@@ -159,6 +162,17 @@ class run_session {
   step acquired(const char* kind, const std::string& holder);
   // The lock's on_lost: stores the reason in state_ and wakes the main thread.
   lost_handler tell_lost() const;
+  // While the acquisition is out: a signal read from the signalfd cancels it (`cancel` emits the
+  // cancellation on the client's thread), waits up to `bound` for it to end, gives back a grant
+  // that came first, and ends the run by the signal (128+N). std::nullopt when no signal came.
+  step interrupt_acquisition(const std::function<void()>& cancel, milliseconds bound);
+  // Waits until the acquisition started ends, a signal interrupting it (interrupt_acquisition);
+  // `each_wake` runs after every wake-up (it may start the acquisition again). std::nullopt once it
+  // ended (state_->acquire says how).
+  step await_acquisition(const std::function<void()>& cancel, milliseconds bound,
+                         const std::function<void()>& each_wake = {});
+  // The kinds on one server: a usage error for several --redis (those are for --redlock).
+  step one_server_only() const;
   // The config of the client for `url` (make_config): with --json, its warnings and background
   // errors are events; the lease is --watchdog-timeout.
   config client_config(const std::string& url) const;
@@ -190,5 +204,7 @@ class run_session {
 
 /// `redlease run --redlock` (cli_run_redlock.cpp): the command's status, as run_session::run.
 int run_redlock(const run_options& o, int& reraise);
+/// `redlease run --semaphore` (cli_run_semaphore.cpp): the command's status, as run_session::run.
+int run_semaphore(const run_options& o, int& reraise);
 
 }  // namespace redlease::cli::run_detail
