@@ -278,6 +278,11 @@ struct config {
   /// nothing else. Empty (the default): nothing is built for it.
   std::function<void(const lock_event&)> on_event;
 
+  /// Whether the client counts its lock metrics (`client_stats::locks`): relaxed atomic counters and
+  /// fixed-bucket histograms, cheap enough to stay on. False leaves them at zero (a benchmark
+  /// measures what they cost with it).
+  bool metrics = true;
+
   /// The longest a watchdog hold may last: once this long after its grant, the watchdog stops
   /// renewing it and its holder is told as of a loss (`lost_reason::max_hold`, cause
   /// `errc::max_hold_exceeded`); the key then expires within one watchdog timeout unless released.

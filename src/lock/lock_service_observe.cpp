@@ -41,12 +41,15 @@ void emit(const config& cfg, const lock_event& e) noexcept {
 }  // namespace
 
 void lock_service::note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w) {
+  const bool counting = c_.cfg().metrics;
   auto& m = c_.metrics;
-  m.acquired(static_cast<std::size_t>(kind), outcome_of(ec, granted));
-  if (!granted || w == nullptr) return;
+  if (counting) m.acquired(static_cast<std::size_t>(kind), outcome_of(ec, granted));
+  if (!granted || w == nullptr || (!counting && !c_.cfg().on_event)) return;
   const auto now = clock::now();
-  m.wait.observe(now - w->started);
-  if (w->woken_at != clock::time_point{}) m.handoff.observe(now - w->woken_at);
+  if (counting) {
+    m.wait.observe(now - w->started);
+    if (w->woken_at != clock::time_point{}) m.handoff.observe(now - w->woken_at);
+  }
   if (!c_.cfg().on_event) return;
   lock_event e;
   e.what = lock_event::type::acquired;
@@ -59,9 +62,12 @@ void lock_service::note_acquisition(lock_kind kind, std::error_code ec, bool gra
 
 void lock_service::note_hold_end(const hold& h, std::optional<lost_reason> lost, const std::error_code& cause,
                                  const std::string& detail) {
+  if (!c_.cfg().metrics && !c_.cfg().on_event) return;
   const auto held = clock::now() - h.since;
-  c_.metrics.hold.observe(held);
-  if (lost) c_.metrics.count(c_.metrics.losses[static_cast<std::size_t>(cause_of(*lost, cause))]);
+  if (c_.cfg().metrics) {
+    c_.metrics.hold.observe(held);
+    if (lost) c_.metrics.count(c_.metrics.losses[static_cast<std::size_t>(cause_of(*lost, cause))]);
+  }
   if (!c_.cfg().on_event) return;
   lock_event e;
   e.what = lost ? lock_event::type::lost : lock_event::type::released;
@@ -76,7 +82,7 @@ void lock_service::note_hold_end(const hold& h, std::optional<lost_reason> lost,
 }
 
 void lock_service::note_renewal_failed(const hold& h, std::error_code ec) {
-  c_.metrics.count(c_.metrics.renewals_failed);
+  if (c_.cfg().metrics) c_.metrics.count(c_.metrics.renewals_failed);
   if (!c_.cfg().on_event || !ec) return;
   lock_event e;
   e.what = lock_event::type::renewal_failed;
@@ -89,7 +95,7 @@ void lock_service::note_renewal_failed(const hold& h, std::error_code ec) {
 }
 
 void lock_service::note_failover(const std::string& what) {
-  c_.metrics.count(c_.metrics.failovers);
+  if (c_.cfg().metrics) c_.metrics.count(c_.metrics.failovers);
   if (!c_.cfg().on_event) return;
   lock_event e;
   e.what = lock_event::type::failover;

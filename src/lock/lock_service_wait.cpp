@@ -252,7 +252,7 @@ void lock_service::wake(channel_entry& ch, wake_policy how, bool message) {
 
 void lock_service::woke(const std::vector<std::shared_ptr<waiter>>& targets) {
   const auto now = clock::now();
-  c_.metrics.wakeups.fetch_add(targets.size(), std::memory_order_relaxed);
+  if (c_.cfg().metrics) c_.metrics.wakeups.fetch_add(targets.size(), std::memory_order_relaxed);
   for (auto& w : targets) {
     w->woken_at = now;
     waiter_try(w);

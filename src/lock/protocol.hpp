@@ -42,9 +42,6 @@ struct acquire_result {
   // busy: the caller waits in a queue behind another waiter, which alone is handed the lock next
   // (a fair lock): it need not watch for a free lock as often as a waiter at the head.
   bool behind = false;
-  // granted: the ids of what was granted (a permit-expirable semaphore's permits); empty for a lock,
-  // whose hold is known by its owner's field or its attempt's id.
-  std::vector<std::string> ids;
 };
 
 /// What one release sends (see release.lua for the reentrant meaning of each).

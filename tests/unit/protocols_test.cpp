@@ -188,7 +188,6 @@ TEST(protocols_test, todays_kinds_take_one_unit_and_every_grant_is_a_hold) {
     EXPECT_TRUE(p.grant_is_hold());
     auto g = p.decode_acquire(reply{});
     EXPECT_EQ(g.what, k::granted);
-    EXPECT_TRUE(g.ids.empty());
     std::string cmd;
     p.encode_remaining_ttl(cmd, "n");
     EXPECT_EQ(cmd, "*2\r\n$4\r\nPTTL\r\n$1\r\nn\r\n");
