@@ -32,6 +32,7 @@
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 #include "redlock_bench.hpp"
+#include "semaphore_bench.hpp"
 #include "watchdog_support.hpp"
 
 namespace redlease::cli {
@@ -453,42 +454,8 @@ void measure_ceiling(bench_ctx& x) {
 
 // ---- B1, B2-sync: threads calling lock()/unlock() ----------------------------------------------
 
-struct thread_results {
-  long long ops = 0;
-  std::vector<float> lat;
-};
-
-// Runs `threads` threads for `secs`; `body(t, stop, out)` loops until `stop`. Snapshots around the
-// measured run are taken by the caller through `before` / `after`.
-template <class Body>
-std::vector<thread_results> run_threads(int threads, double secs, Body body, const std::function<void()>& before,
-                                        const std::function<void()>& after) {
-  std::vector<thread_results> res(static_cast<std::size_t>(threads));
-  std::atomic<bool> stop{false};
-  std::latch ready(threads + 1);
-  std::vector<std::thread> ts;
-  std::mutex err_mu;
-  std::string error;
-  for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      ready.arrive_and_wait();
-      try {
-        body(t, stop, res[static_cast<std::size_t>(t)]);
-      } catch (const std::exception& e) {
-        std::lock_guard g(err_mu);
-        if (error.empty()) error = e.what();
-        stop = true;
-      }
-    });
-  if (before) before();
-  ready.arrive_and_wait();
-  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
-  stop = true;
-  for (auto& t : ts) t.join();
-  if (after) after();
-  if (!error.empty()) throw std::runtime_error(error);
-  return res;
-}
+using bench::thread_results;
+using bench::run_threads;
 
 // Runs `body` on `threads` threads, a warm-up and then the measured run, and fills the row: rate,
 // CPU and round trips (counted on `c`, when there is a client), latency of each op, thread count.
@@ -1178,6 +1145,13 @@ int run_bench(options opt) {
     attempt(name, [&, name = name, n = n] { return watchdog_scale(x, name, n, window, idle); });
   }
 
+  // Semaphores (issue 40, bench/semaphore_bench.cpp): this run's server, a pair ceiling of their own.
+  for (auto& n : bench::semaphore_case_names()) want(n);
+  bench::run_semaphore_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
+                              [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
+                              x.fake_uuid, 0, 0, {}},
+                             x.floor_rtt_us);
+
   // RedLock (issue 38, bench/redlock_bench.cpp): private servers of its own, ceilings of its own.
   for (auto& n : bench::redlock_case_names()) want(n);
   bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
@@ -1231,7 +1205,8 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
                                       "alive); exit 1 otherwise. Asserts no timing");
   cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
-                                      "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3); "
+                                      "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3; semaphores: "
+                                      "B5-sem-sync, B5-sem-sync-raw, B5-sem-async, B5-sem-handoff); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
