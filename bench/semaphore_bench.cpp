@@ -84,6 +84,27 @@ struct sem_requests {
   }
 };
 
+// One step of deleting the keys a glob matches: SCAN from cursor ARGV[1] over ARGV[2], UNLINK what it
+// found, return the next cursor.
+constexpr std::string_view unlink_step =
+    "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', 1000) "
+    "for _, k in ipairs(r[2]) do redis.call('UNLINK', k) end return r[1]";
+
+// Deletes the semaphore `key` and every grant mark and release latch of it. After each measured
+// stretch: the pairs leave two keys each for a minute, and a stretch that ran with a million of
+// them left by the ones before would pay for a keyspace they grew (the table doublings, colder
+// caches) that its ceiling did not.
+void drop(raw_conn& meter, const std::string& key) {
+  meter.command({"DEL", key});
+  const std::string pattern = describe(lock_kind::semaphore, key).latch_key("*");
+  std::string cursor = "0";
+  do {
+    auto r = meter.command({"EVAL", unlink_step, "0", cursor, pattern});
+    if (r.type != '$') throw std::runtime_error("deleting the semaphore's latches: " + r.str);
+    cursor = r.str;
+  } while (cursor != "0");
+}
+
 // Process, server and client counters before and after a measured stretch.
 struct snap {
   steady::time_point t;
@@ -183,6 +204,8 @@ row ceiling_pairs(const section_run& run, raw_conn& meter, raw_conn& rc, const s
   auto a = take(meter, nullptr);
   double n = rounds(run.ceiling_s, true);
   auto b = take(meter, nullptr);
+  drop(meter, rq.name);
+  meter.command({"SET", rq.name, std::to_string(ample)});
   std::vector<float> none;
   fill(r, a, b, n, none);
   fill_pair_rates(r, depth, n, t_acq, t_rel, lat_a, lat_r);
@@ -225,7 +248,7 @@ ceilings measure_ceiling(const section_run& run, raw_conn& meter, const std::str
   plain.name = "ceiling-sem-redisson-pair-d64";
   plain.num("library_scripts_share", rows[2].ops_per_s / plain.ops_per_s);
   plain.num("library_scripts_redis_cpu_ratio", rows[2].redis_us_per_op / plain.redis_us_per_op);
-  meter.command({"DEL", key});
+  drop(meter, key);
   ceilings c;
   c.d8 = rows[0].ops_per_s;
   c.d16 = rows[1].ops_per_s;
@@ -478,7 +501,9 @@ void run_semaphore_cases(const section_run& run, double floor_rtt_us) {
   } catch (const std::exception& e) {
     failed = e.what();
   }
-  auto attempt = [&](const std::string& name, bool needs_ceiling, const std::function<row()>& fn) {
+  const std::string key = run.prefix + "sem:";
+  // Case `name` on the semaphore key + `suffix`, which is deleted after it with its latches.
+  auto attempt = [&](const std::string& name, bool needs_ceiling, const char* suffix, const std::function<row()>& fn) {
     if (!run.wanted(name)) return;
     if (!failed.empty() && (needs_ceiling || !meter)) {
       row r;
@@ -487,16 +512,19 @@ void run_semaphore_cases(const section_run& run, double floor_rtt_us) {
       return run.emit(std::move(r));
     }
     run.emit(attempt_row(name, fn));
+    try {
+      drop(*meter, key + suffix);
+    } catch (const std::exception&) {  // the next case's own set-up reports a server that is gone
+    }
   };
-  const std::string key = run.prefix + "sem:";
   double library_sync = 0;  // B5-sem-sync's pairs/s, for the raw row's library_share
-  attempt("B5-sem-sync", true, [&] {
+  attempt("B5-sem-sync", true, "sync", [&] {
     auto r = sync_pairs(run, *meter, key + "sync");
     against(r, c.best, c, true);
     library_sync = r.ops_per_s;
     return r;
   });
-  attempt("B5-sem-sync-raw", true, [&] {
+  attempt("B5-sem-sync-raw", true, "sync-raw", [&] {
     auto r = sync_raw_pairs(run, *meter, key + "sync-raw");
     against(r, c.best, c, true);
     r.note.replace(0, r.note.find("; redis"), "vs semaphore pair ceiling; no library, a connection per thread");
@@ -506,14 +534,12 @@ void run_semaphore_cases(const section_run& run, double floor_rtt_us) {
     }
     return r;
   });
-  attempt("B5-sem-async", true, [&] {
+  attempt("B5-sem-async", true, "async", [&] {
     auto r = async_pairs(run, *meter, key + "async");
     against(r, c.best, c, false);
     return r;
   });
-  attempt("B5-sem-handoff", false, [&] { return handoff(run, *meter, key + "handoff", floor_rtt_us); });
-  if (meter)
-    for (const char* k : {"sync", "sync-raw", "async", "handoff"}) meter->command({"DEL", key + k});
+  attempt("B5-sem-handoff", false, "handoff", [&] { return handoff(run, *meter, key + "handoff", floor_rtt_us); });
 }
 
 }  // namespace redlease::cli::bench
