@@ -10,18 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include "base/hex.hpp"
 #include "redlease/error.hpp"
 #include "redlease/detail/limits.hpp"
 
 namespace redlease {
 namespace {
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+using detail::hex_value;
 
 bool percent_decode(std::string_view in, std::string& out) {
   out.clear();

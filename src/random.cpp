@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "random.hpp"
 
+#include "base/hex.hpp"
+
 #include <openssl/rand.h>
 #include <pthread.h>
 
@@ -44,13 +46,7 @@ void fill(unsigned char* p, int n) {
 }
 
 std::string hex(const unsigned char* p, int n) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string s(static_cast<std::size_t>(n) * 2, '0');
-  for (int i = 0; i < n; ++i) {
-    s[2 * static_cast<std::size_t>(i)] = digits[p[i] >> 4];
-    s[2 * static_cast<std::size_t>(i) + 1] = digits[p[i] & 15];
-  }
-  return s;
+  return to_hex(std::string_view(reinterpret_cast<const char*>(p), static_cast<std::size_t>(n)));
 }
 
 }  // namespace

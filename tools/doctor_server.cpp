@@ -232,6 +232,9 @@ static std::string user_of(std::string_view script) {
   if (starts("rw_")) return "the read-write lock";
   if (starts("stock_")) return "segmented stock";
   if (starts("redlock_")) return "RedLock";
+  if (starts("semaphore_")) return "the semaphore";
+  if (starts("latch_")) return "the count-down latch";
+  if (starts("permits_")) return "the permit-expirable semaphore";
   if (script.find("fenced") != std::string_view::npos) return "fencing tokens";
   return "the reentrant lock and mutex";
 }

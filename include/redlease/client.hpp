@@ -21,6 +21,7 @@
 #include "redlease/lock.hpp"
 #include "redlease/reply.hpp"
 #include "redlease/latch.hpp"
+#include "redlease/permit_semaphore.hpp"
 #include "redlease/semaphore.hpp"
 #include "redlease/stock.hpp"
 
@@ -168,6 +169,10 @@ class client {
   /// A count-down latch on `name`, Redisson's `RCountDownLatch` layout (a cheap handle; no I/O).
   /// @throws redlease::error `errc::invalid_argument` if `name` is empty.
   redlease::count_down_latch count_down_latch(std::string name);
+  /// A semaphore on `name` whose permits have ids and leases, Redisson's `RPermitExpirableSemaphore`
+  /// layout, permits without a lease kept by the watchdog (a cheap handle; no I/O).
+  /// @throws redlease::error `errc::invalid_argument` for an empty name.
+  redlease::permit_semaphore permit_semaphore(std::string name);
 
   /// A fresh owner id for the async lock calls (unique in this process, never a thread's id).
   owner_id new_owner() noexcept;

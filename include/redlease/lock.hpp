@@ -115,6 +115,10 @@ enum class lock_kind : std::uint8_t {
   /// Redisson's count-down latch (`redlease::count_down_latch`): a string key holding the count. Not a
   /// lock: the engine only waits on it (its await), and a grant is no hold.
   latch,
+  /// Redisson's RPermitExpirableSemaphore (`redlease::permit_semaphore`): a string key holding the
+  /// available permits and the zset `{NAME}:timeout` of permits out, by id, scored by expiry. A grant
+  /// is a hold of its permits: renewed by the watchdog and reported when lost, like a lock's.
+  permit_semaphore,
 };
 
 namespace detail {

@@ -15,6 +15,7 @@
 #include "redlease/config.hpp"
 #include "redlease/error.hpp"
 #include "redlease/latch.hpp"
+#include "redlease/permit_semaphore.hpp"
 #include "redlease/layout.hpp"
 #include "redlease/lock.hpp"
 #include "redlease/multi_lock.hpp"

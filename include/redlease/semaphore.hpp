@@ -24,6 +24,9 @@ namespace redlease {
 namespace detail {
 class client_impl;
 struct acquire_cancel;
+/// The engine's cancellation of an acquisition on `c`, hooked to `slot` (a cancellation is posted to
+/// the client's executor); nullptr when the slot is not connected. Any thread.
+std::shared_ptr<acquire_cancel> hook_acquire_cancel(const std::shared_ptr<client_impl>& c, asio::cancellation_slot slot);
 }
 
 /// A counting semaphore on the string key `name`, which holds the available permits (Redisson's

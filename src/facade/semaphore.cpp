@@ -109,9 +109,14 @@ bool semaphore::try_acquire_impl(long long n, std::optional<std::chrono::millise
 asio::any_io_executor semaphore::executor() const { return client_->executor(); }
 
 std::shared_ptr<detail::acquire_cancel> semaphore::hook_cancel(asio::cancellation_slot slot) {
+  return detail::hook_acquire_cancel(client_, std::move(slot));
+}
+
+std::shared_ptr<detail::acquire_cancel> detail::hook_acquire_cancel(const std::shared_ptr<client_impl>& client,
+                                                                    asio::cancellation_slot slot) {
   if (!slot.is_connected()) return nullptr;
   auto x = std::make_shared<detail::acquire_cancel>();
-  slot.assign([c = client_, x](asio::cancellation_type type) {
+  slot.assign([c = client, x](asio::cancellation_type type) {
     if (type == asio::cancellation_type::none) return;
     // Posted, never run inline: the completion it may cause clears the slot that is emitting.
     c->post([c, x] { c->locks().cancel_acquire(*x); });

@@ -45,7 +45,8 @@ std::string_view token_prefix(lock_kind kind) {
     case lock_kind::latch: return {};  // no fencing: no token key
     case lock_kind::reentrant:
     case lock_kind::fair: break;
-    case lock_kind::semaphore: return {};  // no fencing tokens
+    case lock_kind::semaphore:
+    case lock_kind::permit_semaphore: return {};  // no fencing tokens
   }
   return "redisson_lock_token";
 }
@@ -83,10 +84,21 @@ std::vector<ranked> ranked_acl_keys(lock_kind kind, std::string_view p) {
   if (p == "*") return {{0, "*"}};
   std::vector<ranked> out{{0, std::string(p)}};
   if (kind != lock_kind::mutex) out.push_back({1, derived(latch_prefix, p, ":*")});
-  if (kind != lock_kind::semaphore && kind != lock_kind::latch) out.push_back({2, derived(token_prefix(kind), p, "")});
+  if (!token_prefix(kind).empty()) out.push_back({2, derived(token_prefix(kind), p, "")});
   if (kind == lock_kind::fair) {
     out.push_back({3, derived(queue_prefix, p, "")});
     out.push_back({3, derived(deadlines_prefix, p, "")});
+  }
+  if (kind == lock_kind::permit_semaphore) {
+    // The permits' zset `{name}:timeout` (`name:timeout` with a `{`, which an open `~pattern`
+    // already covers).
+    // (Appended piece by piece: see timeout_key.)
+    std::string z;
+    if (!braced(p)) z.push_back('{');
+    z.append(p);
+    if (!braced(p) && !open_pattern(p)) z.append("}:timeout");
+    else if (braced(p)) z.append(":timeout");
+    if (!braced(p) || !open_pattern(p)) out.push_back({3, std::move(z)});
   }
   if (kind == lock_kind::read || kind == lock_kind::write) {
     // The read timeout keys `{name}:<owner>:rwlock_timeout:<n>`; with a `{` in the pattern they are
@@ -147,6 +159,11 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     case lock_kind::latch:
       l.keys.push_back({n, "string", "the count-down latch: the count (missing: 0)"});
       break;
+    case lock_kind::permit_semaphore:
+      l.keys.push_back({n, "string", "the semaphore: the available permits"});
+      l.keys.push_back({detail::suffixed(name, "timeout"), "zset",
+                        "the permits out: id (16 bytes) -> expiry in epoch ms (922337203685477: no lease)"});
+      break;
   }
   if (kind == lock_kind::fair) {
     l.queue_key = tagged(queue_prefix, name);
@@ -154,7 +171,7 @@ lock_layout describe(lock_kind kind, std::string_view name) {
     l.keys.push_back({l.queue_key, "list", "the waiters' queue, head first"});
     l.keys.push_back({l.deadlines_key, "zset", "each waiter's deadline in the queue (epoch ms)"});
   }
-  if (kind != lock_kind::semaphore && kind != lock_kind::latch) {
+  if (!token_prefix(kind).empty()) {
     l.token_key = tagged(token_prefix(kind), name);
     l.keys.push_back({l.token_key, "string", "the last fencing token handed out"});
   }
@@ -211,7 +228,7 @@ acl_patterns acl_patterns_for(std::string_view pattern) {
   // The kinds in the order their patterns appear: the fair lock's waiter channels right after the
   // reentrant lock's channel, which they extend.
   constexpr std::array kinds{lock_kind::reentrant, lock_kind::fair, lock_kind::mutex, lock_kind::read,
-                             lock_kind::write};
+                             lock_kind::write, lock_kind::semaphore, lock_kind::latch, lock_kind::permit_semaphore};
   acl_patterns out;
   std::vector<std::vector<ranked>> keys;
   for (lock_kind k : kinds) keys.push_back(ranked_acl_keys(k, pattern));
@@ -221,6 +238,15 @@ acl_patterns acl_patterns_for(std::string_view pattern) {
         if (r.rank == rank) add_once(out.keys, r.pattern);
   for (lock_kind k : kinds)
     for (auto& c : acl_channels(k, pattern)) add_once(out.channels, std::move(c));
+  // A key pattern another one already covers (the permits' `{job}:timeout` under the read timeouts'
+  // `{job}:*`) is left out: the line an operator pastes stays as short as it can be.
+  std::erase_if(out.keys, [&](const std::string& k) {
+    return std::any_of(out.keys.begin(), out.keys.end(), [&](const std::string& q) {
+      if (q == k || !open_pattern(q)) return false;
+      const std::string_view prefix = std::string_view(q).substr(0, q.size() - 1);
+      return prefix.find_first_of("*?[\\") == std::string_view::npos && k.starts_with(prefix);
+    });
+  });
   return out;
 }
 

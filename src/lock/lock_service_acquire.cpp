@@ -212,7 +212,7 @@ void lock_service::sweep_later(std::shared_ptr<undo_round> r, ms wait, ms step, 
     if (undo_may_race(*r)) return sweep_later(std::move(r), std::max<ms>(step / 4, ms(10)), step, left);
     const auto& proto = protocol_of(r->kind);
     std::string cmd;
-    proto.encode_hold_count(cmd, r->name, scratch_field(r->owner));
+    proto.encode_hold_count(cmd, r->name, scratch_field(r->owner), r->id);
     c_.exec(r->name, std::move(cmd), [this, r, step, left, &proto, life](std::error_code ec, reply rep) mutable {
       keep_client keep(life);
       if (!keep || closed_) return;
@@ -337,7 +337,7 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
   w->amount = amount;
   w->allowance = queue_allowance(wait);
   w->queue = !(wait && wait->count() == 0);
-  if (protocol_of(kind).per_attempt_id()) w->id = random_token();
+  if (protocol_of(kind).per_attempt_id()) w->id = protocol_of(kind).attempt_id(amount);
   if (cancel) cancel->waiter = w;
   w->trying = true;
   ++first_attempts_out_;

@@ -239,7 +239,7 @@ void lock_service::hold_count(std::string name, lock_kind kind, owner_id owner, 
   hold* h = find(name, owner, kind);
   std::string token = h ? h->token : std::string{};
   std::string cmd;
-  proto.encode_hold_count(cmd, name, scratch_field(owner));
+  proto.encode_hold_count(cmd, name, scratch_field(owner), token);
   c_.exec(name, std::move(cmd), [&proto, token = std::move(token), done = std::move(done)](std::error_code ec, reply r) mutable {
     if (ec) return done(ec, 0);
     auto n = proto.decode_hold_count(r, token);

@@ -323,7 +323,7 @@ void lock_service::waiter_try(const std::shared_ptr<waiter>& w) {
   w->again = false;
   w->timer.cancel();
   // A fresh token per attempt: nothing meant for an earlier attempt can touch this one.
-  if (protocol_of(w->kind).per_attempt_id()) w->id = random_token();
+  if (protocol_of(w->kind).per_attempt_id()) w->id = protocol_of(w->kind).attempt_id(w->amount);
   attempt(w, [this, w](std::error_code ec, std::optional<long long> pttl, std::uint64_t fence, clock::time_point sent) {
             w->trying = false;
             if (closed_) return end_attempt_after_close(w, ec, !ec && !pttl);

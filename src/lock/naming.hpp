@@ -14,6 +14,10 @@ namespace redlease::detail {
 /// decides the slot). Redisson's `prefixName`. Thread-safe (pure).
 std::string tagged(std::string_view prefix, std::string_view name);
 
+/// `{name}:suffix`, or `name:suffix` when the name already contains a `{`. Redisson's `suffixName`
+/// (a permit-expirable semaphore's `{name}:timeout`). Thread-safe (pure).
+std::string suffixed(std::string_view name, std::string_view suffix);
+
 /// The latch key of one release request: `redisson_unlock_latch:{name}:<request>` (Redisson's
 /// name), so that it shares the lock's cluster slot. Thread-safe (pure).
 std::string latch_key(std::string_view name, std::string_view request);

@@ -98,6 +98,11 @@ class renewal_codec {
   virtual void decode(const reply& r, std::span<renew_outcome> out) const = 0;
 };
 
+/// Reads the failure pairs {index from 1, code} that renew.lua's contract returns into `out` (every
+/// item renewed unless listed; 0 gone, 2 taken, 3 wrong type, 4 a count this client did not make);
+/// a reply that is no array leaves every item `unknown`.
+void decode_renew_failures(const reply& r, std::span<renew_outcome> out);
+
 /// renew.lua's and rw_renew.lua's codec: KEYS the names; ARGV the lease, one letter per key, one id
 /// per key (empty: the previous one); the reply lists the failures only, as pairs {index, code}
 /// (0 gone, 2 taken, 3 wrong type, 4 a count this client did not make).
@@ -114,6 +119,10 @@ class lock_protocol {
   virtual bool reentrant() const = 0;
   /// Whether each attempt carries a fresh random id that the hold keeps (a mutex's token).
   virtual bool per_attempt_id() const = 0;
+  /// A fresh id for an attempt that takes `amount` units (kinds with `per_attempt_id`): 128 random
+  /// bits in hex by default; a kind whose grant is several things (a permit-expirable semaphore's
+  /// permits) may say in it how many, so that the hold's token names all of them.
+  virtual std::string attempt_id(long long amount) const;
   /// Whether a waiter also listens to the key's keyspace events (a holder of another library may
   /// release without publishing).
   virtual bool keyspace_wake() const = 0;
@@ -199,8 +208,10 @@ class lock_protocol {
   virtual void encode_remaining_ttl(std::string& out, std::string_view name) const;
   virtual std::optional<long long> decode_remaining_ttl(const reply& r) const;
 
-  /// The command that reads how many holds an owner has, and its reply (`token`: the hold's).
-  virtual void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const = 0;
+  /// The command that reads how many holds an owner has (`field`: the owner's; `token`: the hold's
+  /// per-attempt id, empty without one), and its reply.
+  virtual void encode_hold_count(std::string& out, std::string_view name, std::string_view field,
+                                 std::string_view token) const = 0;
   /// The holder as `redlease status` lists it, from the hold's owner field and its token (a
   /// per-attempt token names the holder of a kind that has one).
   virtual std::string holder_field(std::string field, const std::string& token) const {

@@ -351,3 +351,48 @@ TEST_F(cluster_lock_test, classic_pub_sub_when_configured) {
 
 }  // namespace
 }  // namespace redlease::test
+
+namespace redlease::test {
+namespace {
+
+// The semaphores and the latch on a cluster: the scripts' keys and channel share the name's slot, a
+// waiter on another node is woken by a release's SPUBLISH, and the watchdog renews a permit (its
+// zset on the name's master) in its slot's batch.
+TEST_F(cluster_lock_test, semaphores_and_the_latch_work_across_the_masters) {
+  const auto masters = rig_->masters();
+  client a(cfg_at(masters[0], 1500ms));
+  client b(cfg_at(masters[2], 1500ms));
+  const auto name = name_on(masters[1], "cluster:sem");
+  auto sa = a.semaphore(name);
+  ASSERT_TRUE(sa.try_set_permits(0));
+  auto got = std::async(std::launch::async, [&] { return b.semaphore(name).try_acquire(2, 20s); });
+  ASSERT_TRUE(eventually([&] { return shard_subscribers(masters[1], "redisson_sc:{" + name + "}") == 1; }));
+  const auto t0 = steady::now();
+  sa.release(2);
+  EXPECT_TRUE(got.get());
+  EXPECT_LT(ms_since(t0), 2000) << "woken by the message";
+
+  const auto pname = name_on(masters[1], "cluster:pes");
+  auto ps = a.permit_semaphore(pname);
+  ASSERT_TRUE(ps.try_set_permits(1));
+  auto p = ps.acquire(1);
+  std::this_thread::sleep_for(3500ms);  // more than two watchdog timeouts: renewed, or lost
+  EXPECT_TRUE(p.valid());
+  EXPECT_EQ(rig_->client(masters[1])({"ZCARD", "{" + pname + "}:timeout"}).integer, 1);
+  EXPECT_EQ(b.permit_semaphore(pname).available_permits(), 0);
+  p.release();
+  EXPECT_EQ(b.permit_semaphore(pname).available_permits(), 1);
+
+  const auto lname = name_on(masters[1], "cluster:latch");
+  auto la = a.count_down_latch(lname);
+  ASSERT_TRUE(la.try_set_count(1));
+  auto passed = std::async(std::launch::async, [&] { return b.count_down_latch(lname).await_for(20s); });
+  ASSERT_TRUE(eventually([&] {
+    return shard_subscribers(masters[1], "redisson_countdownlatch__channel__{" + lname + "}") == 1;
+  }));
+  la.count_down();
+  EXPECT_TRUE(passed.get());
+}
+
+}  // namespace
+}  // namespace redlease::test

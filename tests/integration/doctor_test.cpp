@@ -230,7 +230,8 @@ const std::string documented_keys =
     "~locks:* ~redisson_unlock_latch:{locks:* ~redisson_lock_token:{locks:* ~redlease_mutex_token:{locks:* "
     "~redlease_rwlock_token:{locks:* ~redisson_lock_queue:{locks:* ~redisson_lock_timeout:{locks:* ~{locks:*";
 const std::string documented_channels =
-    "&redisson_lock__channel:{locks:* &redlease_mutex__channel:{locks:* &redisson_rwlock:{locks:*";
+    "&redisson_lock__channel:{locks:* &redlease_mutex__channel:{locks:* &redisson_rwlock:{locks:* "
+    "&redisson_sc:{locks:* &redisson_countdownlatch__channel__{locks:*";
 const std::string documented_commands = "+@read +@write +@scripting +@pubsub +ping +time +client|setname";
 const std::string documented_rules = documented_keys + " " + documented_channels + " " + documented_commands;
 // The line the docs gave before: the reentrant lock's and the mutex's names, latch and channels only.
@@ -635,7 +636,7 @@ TEST_F(doctor_test, renamed_commands_of_other_kinds_name_the_kind_they_break) {
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   std::string line = line_of(r.out, "commands");
   EXPECT_EQ(status_of(r.out, "commands"), "WARN") << r.out;
-  EXPECT_TRUE(has(line, "ZADD: the fair lock cannot work")) << line;
+  EXPECT_TRUE(has(line, "ZADD: the fair lock and the permit-expirable semaphore cannot work")) << line;
   EXPECT_TRUE(has(line, "LPOS: a fair waiter that gives up reads the whole queue")) << line;
   EXPECT_TRUE(has(line, "INCR: fencing tokens cannot work")) << line;
   EXPECT_TRUE(has(line, "UNLINK: a forced unlock deletes the lock with DEL")) << line;

@@ -138,10 +138,12 @@ TEST(layout_test, acl_patterns_for_a_prefix_are_the_documented_ones) {
                              "redlease_mutex_token:{locks:*", "redlease_rwlock_token:{locks:*",
                              "redisson_lock_queue:{locks:*", "redisson_lock_timeout:{locks:*", "{locks:*"}));
   EXPECT_EQ(p.channels, (strings{"redisson_lock__channel:{locks:*", "redlease_mutex__channel:{locks:*",
-                                 "redisson_rwlock:{locks:*"}));
+                                 "redisson_rwlock:{locks:*", "redisson_sc:{locks:*",
+                                 "redisson_countdownlatch__channel__{locks:*"}));
   auto all = acl_patterns_for("*");
   EXPECT_EQ(all.keys, (strings{"*"}));
-  EXPECT_EQ(all.channels, (strings{"redisson_lock__channel:*", "redlease_mutex__channel:*", "redisson_rwlock:*"}));
+  EXPECT_EQ(all.channels, (strings{"redisson_lock__channel:*", "redlease_mutex__channel:*", "redisson_rwlock:*",
+                                   "redisson_sc:*", "redisson_countdownlatch__channel__*"}));
 }
 
 // A closed pattern (one name) names the fair waiters' channels and the read timeout keys apart.
@@ -151,7 +153,11 @@ TEST(layout_test, acl_patterns_for_one_name_close_every_tag) {
                              "redlease_mutex_token:{job}", "redlease_rwlock_token:{job}", "redisson_lock_queue:{job}",
                              "redisson_lock_timeout:{job}", "{job}:*"}));
   EXPECT_EQ(p.channels, (strings{"redisson_lock__channel:{job}", "redisson_lock__channel:{job}:*",
-                                 "redlease_mutex__channel:{job}", "redisson_rwlock:{job}"}));
+                                 "redlease_mutex__channel:{job}", "redisson_rwlock:{job}", "redisson_sc:{job}",
+                                 "redisson_countdownlatch__channel__{job}"}));
+  // The permits' zset is covered by the read timeouts' pattern; alone, it is named.
+  EXPECT_EQ(describe(lock_kind::permit_semaphore, "job").acl_keys,
+            (strings{"job", "redisson_unlock_latch:{job}:*", "{job}:timeout"}));
   auto braced = acl_patterns_for("{job}");
   EXPECT_EQ(braced.keys.back(), "{job}:*");
   EXPECT_EQ(braced.keys[1], "redisson_unlock_latch:{job}:*");

@@ -11,6 +11,7 @@
 
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
+#include "lock/protocols/common.hpp"
 
 namespace redlease::detail {
 namespace {
@@ -218,6 +219,40 @@ TEST(protocols_test, semaphore_reads_replies_and_messages_by_count) {
   EXPECT_EQ(p.units_available("0"), 0);
   EXPECT_EQ(p.units_available("x"), 0);
   EXPECT_EQ(protocol_of(lock_kind::reentrant).units_available("3"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace redlease::detail
+
+namespace redlease::detail {
+namespace {
+
+// The permit-expirable semaphore: an attempt's id names its permits (32 hex digits, "+n" for n), the
+// ids are 16 bytes each and distinct, and a hold renews by those ids in its {name}:timeout zset.
+TEST(protocols_test, permit_semaphore_names_its_permits_by_the_attempt_id) {
+  const auto& p = protocol_of(lock_kind::permit_semaphore);
+  EXPECT_TRUE(p.grant_is_hold());
+  EXPECT_TRUE(p.per_attempt_id());
+  EXPECT_TRUE(p.poll_capped());
+  EXPECT_EQ(p.channel("s"), "redisson_sc:{s}");
+  const auto one = p.attempt_id(1);
+  EXPECT_EQ(one.size(), 32u);
+  const auto three = p.attempt_id(3);
+  EXPECT_EQ(three.substr(32), "+3");
+  EXPECT_EQ(protocols::permit_count(one), 1);
+  EXPECT_EQ(protocols::permit_count(three), 3);
+  const auto ids = protocols::permit_ids("000000000000000000000000fffffffe+3");
+  ASSERT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids[0], std::string(12, '\0') + "\xff\xff\xff\xfe");
+  EXPECT_EQ(ids[1], std::string(12, '\0') + "\xff\xff\xff\xff");
+  EXPECT_EQ(ids[2], std::string(16, '\0'));  // the last four bytes wrap
+  arg_list a;
+  const renew_item items[] = {{"n", three, false, 'p'}};
+  p.renewal().encode(a, items, ms(3000));
+  EXPECT_NE(a.buf.find("{n}:timeout"), std::string::npos);
+  EXPECT_EQ(a.count, 1u + 1u + 1u + 1u + 3u);  // numkeys, the zset, the lease, the count, three ids
+  EXPECT_EQ(p.decode_acquire(reply{}).what, acquire_result::kind::granted);
+  EXPECT_EQ(p.units_available("2"), 2);
 }
 
 }  // namespace

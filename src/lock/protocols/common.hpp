@@ -52,7 +52,8 @@ class owner_hash_protocol : public lock_protocol {
   void encode_undo(arg_list& a, const release_request& r) const override { encode_release(a, retried(r)); }
   const renewal_codec& renewal() const override { return renew_lua_codec(); }
   char renew_letter() const override { return 'h'; }
-  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field,
+                         std::string_view) const override {
     encode_command(out, {"HGET", name, field});
   }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
@@ -68,5 +69,17 @@ const lock_protocol& read();
 const lock_protocol& write();
 const lock_protocol& semaphore();
 const lock_protocol& latch();
+const lock_protocol& permit_semaphore();
+
+/// A semaphore's message: the count available it carries, 0 for anything that is no count (wakes
+/// nobody by count). Thread-safe (pure).
+std::optional<long long> count_payload(std::string_view payload);
+
+/// The permits of a permit-expirable semaphore's hold from its token ("<32 hex>" or "<32 hex>+<n>",
+/// permit_semaphore_protocol::attempt_id): how many, and their 16-byte ids (the first from the
+/// hex digits, the i-th that plus i in its last four bytes); `add_ids` appends the ids as arguments.
+long long permit_count(std::string_view token);
+std::vector<std::string> permit_ids(std::string_view token);
+void add_ids(arg_list& a, std::string_view token);
 
 }  // namespace redlease::detail::protocols

@@ -62,7 +62,7 @@ class latch_protocol final : public lock_protocol {
   char renew_letter() const override { return 's'; }
   // No owner holds a latch: the count of holds is 0 whatever the key says (the engine's sweeps after
   // a lost check then find nothing to give back).
-  void encode_hold_count(std::string& out, std::string_view name, std::string_view) const override {
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view, std::string_view) const override {
     encode_command(out, {"EXISTS", name});
   }
   std::optional<long long> decode_hold_count(const reply&, std::string_view) const override { return 0; }

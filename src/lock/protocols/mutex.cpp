@@ -49,7 +49,7 @@ class mutex_protocol final : public lock_protocol {
 
   const renewal_codec& renewal() const override { return renew_lua_codec(); }
   char renew_letter() const override { return 's'; }
-  void encode_hold_count(std::string& out, std::string_view name, std::string_view) const override {
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view, std::string_view) const override {
     encode_command(out, {"GET", name});
   }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view token) const override {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "lock/protocols/common.hpp"
+#include "random.hpp"
 
 namespace redlease::detail {
 namespace {
@@ -32,29 +33,33 @@ class lua_renewal final : public renewal_codec {
     }
   }
 
-  void decode(const reply& r, std::span<renew_outcome> out) const override {
-    const bool listed = r.is_array();
-    for (auto& o : out) o = listed ? renew_outcome::renewed : renew_outcome::unknown;
-    if (!listed) return;
-    for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {
-      auto i = r.elements[k].integer;
-      if (i < 1 || static_cast<std::size_t>(i) > out.size()) continue;
-      auto& o = out[static_cast<std::size_t>(i - 1)];
-      switch (r.elements[k + 1].integer) {
-        case 0: o = renew_outcome::gone; break;
-        case 2: o = renew_outcome::taken; break;
-        case 3: o = renew_outcome::wrong_type; break;
-        case 4: o = renew_outcome::bad_count; break;
-        default: o = renew_outcome::unknown; break;
-      }
-    }
-  }
+  void decode(const reply& r, std::span<renew_outcome> out) const override { decode_renew_failures(r, out); }
 
  private:
   const lua_script& script_;
 };
 
 }  // namespace
+
+void decode_renew_failures(const reply& r, std::span<renew_outcome> out) {
+  const bool listed = r.is_array();
+  for (auto& o : out) o = listed ? renew_outcome::renewed : renew_outcome::unknown;
+  if (!listed) return;
+  for (std::size_t k = 0; k + 1 < r.elements.size(); k += 2) {
+    auto i = r.elements[k].integer;
+    if (i < 1 || static_cast<std::size_t>(i) > out.size()) continue;
+    auto& o = out[static_cast<std::size_t>(i - 1)];
+    switch (r.elements[k + 1].integer) {
+      case 0: o = renew_outcome::gone; break;
+      case 2: o = renew_outcome::taken; break;
+      case 3: o = renew_outcome::wrong_type; break;
+      case 4: o = renew_outcome::bad_count; break;
+      default: o = renew_outcome::unknown; break;
+    }
+  }
+}
+
+std::string lock_protocol::attempt_id(long long) const { return random_token(); }
 
 const renewal_codec& renew_lua_codec() {
   static const lua_renewal c(lua::renew);
@@ -94,7 +99,8 @@ const lock_protocol& protocol_of(lock_kind kind) noexcept {
   // Indexed by the public enum's value.
   static const lock_protocol* const table[] = {&protocols::reentrant(), &protocols::mutex(), &protocols::fair(),
                                                &protocols::read(), &protocols::write(),
-                                               &protocols::semaphore(), &protocols::latch()};
+                                               &protocols::semaphore(), &protocols::latch(),
+                                               &protocols::permit_semaphore()};
   return *table[static_cast<std::size_t>(kind)];
 }
 

@@ -5,7 +5,6 @@
 // given back by redlease::semaphore::release, not by the engine. A waiter is woken by count: a
 // message saying `n` are available wakes the waiters whose amounts fit in `n` (units_available).
 #include <algorithm>
-#include <charconv>
 
 #include "lock/protocols/common.hpp"
 
@@ -34,12 +33,7 @@ class semaphore_protocol final : public lock_protocol {
   // Every message on the channel carries the count available after the change (release,
   // addPermits, trySetPermits). Anything else (a forced delete's "0") wakes nobody by count: 0 fits
   // no waiter.
-  std::optional<long long> units_available(std::string_view payload) const override {
-    long long n = 0;
-    auto [p, ec] = std::from_chars(payload.data(), payload.data() + payload.size(), n);
-    if (ec != std::errc{} || p != payload.data() + payload.size()) return 0;
-    return n;
-  }
+  std::optional<long long> units_available(std::string_view payload) const override { return count_payload(payload); }
 
   const lua_script& acquire_script(bool) const override { return lua::semaphore_acquire; }
   void encode_acquire(arg_list& a, const acquire_request& r) const override {
@@ -84,7 +78,7 @@ class semaphore_protocol final : public lock_protocol {
   char renew_letter() const override { return 's'; }
   // Nobody holds permits: the count of an owner's holds is always 0 (the engine's sweep after an
   // unordered undo then finds nothing to give back; the grant marks keep the undo exact instead).
-  void encode_hold_count(std::string& out, std::string_view name, std::string_view) const override {
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view, std::string_view) const override {
     encode_command(out, {"EXISTS", name});
   }
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {

@@ -20,7 +20,8 @@ class write_protocol final : public rw_protocol {
     a.add(r.retry ? "1" : "0").add(r.latch_ttl.count());
   }
   char renew_letter() const override { return 'w'; }
-  void encode_hold_count(std::string& out, std::string_view name, std::string_view field) const override {
+  void encode_hold_count(std::string& out, std::string_view name, std::string_view field,
+                         std::string_view) const override {
     encode_command(out, {"HGET", name, holder_field(std::string(field), {})});
   }
   // The writer's field in the hash: the owner's, suffixed.
