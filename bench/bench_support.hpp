@@ -65,8 +65,10 @@ struct section_run {
   std::function<bool(std::string_view)> wanted;  // --only
   std::function<void(row)> emit;                 // prints a row and keeps it
   std::string fake_uuid;  // the ceilings' owner id (36 characters, like a client's)
-  std::size_t watchdog_locks = 0;  // the locks of B4-cluster (cluster_bench.cpp); 0: no such case
-  double watchdog_window_s = 10;   // how long B4-cluster holds them
+  // The locks of B4-cluster (cluster_bench.cpp), the permits of B5-permits-watchdog
+  // (permit_bench.cpp); 0: no such case.
+  std::size_t watchdog_locks = 0;
+  double watchdog_window_s = 10;   // how long they are held
   /// The single-server B4 (redlease_bench.cpp) as row `name`: `n` locks held for `window_s` against
   /// the server at `url`, which the section starts for it.
   std::function<row(const std::string& url, const std::string& name, std::size_t n, double window_s)>

@@ -29,7 +29,9 @@
 #include <thread>
 
 #include "redlease/redlease.hpp"
+#include "permit_bench.hpp"
 #include "redlease_lua.hpp"
+#include "watchdog_support.hpp"
 
 namespace redlease::cli::bench {
 namespace {
@@ -103,25 +105,6 @@ void drop(raw_conn& meter, const std::string& key) {
     if (r.type != '$') throw std::runtime_error("deleting the semaphore's latches: " + r.str);
     cursor = r.str;
   } while (cursor != "0");
-}
-
-// Process, server and client counters before and after a measured stretch.
-struct snap {
-  steady::time_point t;
-  double cpu = 0, redis = 0, mem = 0;
-  long long csw = 0;
-  client_stats st;
-};
-
-snap take(raw_conn& meter, const client* c) {
-  snap s;
-  s.redis = redis_cpu_seconds(meter);
-  s.mem = std::strtod(info_field(meter, "memory", "used_memory").c_str(), nullptr);
-  if (c) s.st = c->stats();
-  s.cpu = process_cpu_seconds();
-  s.csw = process_context_switches();
-  s.t = steady::now();
-  return s;
 }
 
 // `ops` over [a, b]; round trips are the client's commands on all its connections (none: raw rows,
@@ -484,7 +467,8 @@ row handoff(const section_run& run, raw_conn& meter, const std::string& key, dou
 }  // namespace
 
 const std::vector<std::string>& semaphore_case_names() {
-  static const std::vector<std::string> names{"B5-sem-sync", "B5-sem-sync-raw", "B5-sem-async", "B5-sem-handoff"};
+  static const std::vector<std::string> names{"B5-sem-sync", "B5-sem-sync-raw", "B5-sem-async", "B5-sem-handoff",
+                                              "B5-permits-watchdog"};
   return names;
 }
 
@@ -496,7 +480,7 @@ void run_semaphore_cases(const section_run& run, double floor_rtt_us) {
   std::string failed;  // the ceiling's error, given to every case that needs it
   try {
     meter = std::make_unique<raw_conn>(run.cfg);
-    if (std::any_of(names.begin(), names.end() - 1, [&](const std::string& n) { return run.wanted(n); }))
+    if (std::any_of(names.begin(), names.begin() + 3, [&](const std::string& n) { return run.wanted(n); }))
       c = measure_ceiling(run, *meter, run.prefix + "sem-ceiling");
   } catch (const std::exception& e) {
     failed = e.what();
@@ -540,6 +524,10 @@ void run_semaphore_cases(const section_run& run, double floor_rtt_us) {
     return r;
   });
   attempt("B5-sem-handoff", false, "handoff", [&] { return handoff(run, *meter, key + "handoff", floor_rtt_us); });
+  if (run.watchdog_locks > 0)
+    attempt("B5-permits-watchdog", false, "permits", [&] {
+      return permits_watchdog(run, key + "permits", run.watchdog_locks, run.watchdog_window_s);
+    });
 }
 
 }  // namespace redlease::cli::bench
