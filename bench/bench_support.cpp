@@ -447,20 +447,29 @@ void add_pair_requests(stream& acq, stream& rel, const std::string& key, std::si
 }
 
 void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
-                bool fenced, double& t_acq, double& t_rel, std::vector<float>* lat_acq, std::vector<float>* lat_rel) {
-  const std::size_t k = acq.size();
+                const pair_check& check, double& t_acq, double& t_rel, std::vector<float>* lat_acq,
+                std::vector<float>* lat_rel) {
   auto t0 = steady::now();
   auto ta = pump(c, acq.payload, acq.offsets, window, chunk, lat_acq);
   auto t1 = steady::now();
   auto tr = pump(c, rel.payload, rel.offsets, window, chunk, lat_rel);
   auto t2 = steady::now();
-  if ((fenced ? ta.bulk : ta.nil) != k)
-    throw std::runtime_error("ceiling: acquire script did not acquire: " +
-                             (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
-  if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
-    throw std::runtime_error("ceiling: release script did not free: " + tr.first_error);
+  check(ta, tr);
   t_acq += std::chrono::duration<double>(t1 - t0).count();
   t_rel += std::chrono::duration<double>(t2 - t1).count();
+}
+
+void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
+                bool fenced, double& t_acq, double& t_rel, std::vector<float>* lat_acq, std::vector<float>* lat_rel) {
+  const std::size_t k = acq.size();
+  auto check = [&](const tally& ta, const tally& tr) {
+    if ((fenced ? ta.bulk : ta.nil) != k)
+      throw std::runtime_error("ceiling: acquire script did not acquire: " +
+                               (ta.first_error.empty() ? std::string("lock held") : ta.first_error));
+    if (tr.integer != k || tr.int_sum != static_cast<long long>(k))
+      throw std::runtime_error("ceiling: release script did not free: " + tr.first_error);
+  };
+  pair_round(c, acq, rel, window, chunk, check, t_acq, t_rel, lat_acq, lat_rel);
 }
 
 simple_reply raw_conn::command(std::initializer_list<std::string_view> args) {
@@ -518,6 +527,12 @@ std::string info_field(raw_conn& c, std::string_view section, std::string_view f
   auto start = pos + key.size();
   auto stop = r.str.find('\r', start);
   return r.str.substr(start, stop == std::string::npos ? std::string::npos : stop - start);
+}
+
+std::string num(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
 }
 
 row attempt_row(const std::string& name, const std::function<row()>& fn) {
@@ -588,6 +603,16 @@ void async_chains::failed(std::size_t i, std::string why) {
   if (error_.empty()) error_ = std::move(why);
   stop_ = true;
   next(i);
+}
+
+void fill_pair_rates(row& r, int depth, double pairs, double t_acq, double t_rel, std::vector<float>& lat_acq,
+                     std::vector<float>& lat_rel) {
+  r.ops_per_s = pairs / (t_acq + t_rel);
+  r.p50_us = percentile(lat_acq, 0.5) + percentile(lat_rel, 0.5);
+  r.p99_us = percentile(lat_acq, 0.99) + percentile(lat_rel, 0.99);
+  r.num("depth", depth);
+  r.num("acquire_per_s", pairs / t_acq);
+  r.num("release_per_s", pairs / t_rel);
 }
 
 double percentile(std::vector<float>& v, double p) {

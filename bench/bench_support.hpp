@@ -11,8 +11,10 @@
 #include <functional>
 #include <future>
 #include <initializer_list>
+#include <latch>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -24,6 +26,15 @@
 namespace redlease::cli::bench {
 
 using steady = std::chrono::steady_clock;
+
+/// `d` in microseconds.
+inline float us(steady::duration d) { return std::chrono::duration<float, std::micro>(d).count(); }
+/// The seconds from `a` to `b`.
+inline double seconds(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+/// One number in the printf format `f` ("%.2f").
+std::string num(const char* f, double v);
 
 /// One case's results: a line of the human table, an object of --json.
 struct row {
@@ -54,8 +65,10 @@ struct section_run {
   std::function<bool(std::string_view)> wanted;  // --only
   std::function<void(row)> emit;                 // prints a row and keeps it
   std::string fake_uuid;  // the ceilings' owner id (36 characters, like a client's)
-  std::size_t watchdog_locks = 0;  // the locks of B4-cluster (cluster_bench.cpp); 0: no such case
-  double watchdog_window_s = 10;   // how long B4-cluster holds them
+  // The locks of B4-cluster (cluster_bench.cpp), the permits of B5-permits-watchdog
+  // (permit_bench.cpp); 0: no such case.
+  std::size_t watchdog_locks = 0;
+  double watchdog_window_s = 10;   // how long they are held
   /// The single-server B4 (redlease_bench.cpp) as row `name`: `n` locks held for `window_s` against
   /// the server at `url`, which the section starts for it.
   std::function<row(const std::string& url, const std::string& name, std::size_t n, double window_s)>
@@ -194,6 +207,58 @@ void add_pair_requests(stream& acq, stream& rel, const std::string& key, std::si
 /// durations to `t_acq` and `t_rel` and the latencies to `lat_acq`, `lat_rel` when given.
 void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
                 bool fenced, double& t_acq, double& t_rel, std::vector<float>* lat_acq, std::vector<float>* lat_rel);
+/// What the replies of a pair round must be (`acquired`: the acquisitions', `released`: the
+/// releases'): throws std::runtime_error otherwise.
+using pair_check = std::function<void(const tally& acquired, const tally& released)>;
+/// The same round for requests other than the locks' (a semaphore's), `check` judging its replies.
+void pair_round(raw_conn& c, const stream& acq, const stream& rel, std::size_t window, std::size_t chunk,
+                const pair_check& check, double& t_acq, double& t_rel, std::vector<float>* lat_acq,
+                std::vector<float>* lat_rel);
+
+/// One thread's part of a run of `run_threads`: the operations it did and their latencies (µs).
+struct thread_results {
+  long long ops = 0;
+  std::vector<float> lat;
+};
+
+/// Runs `threads` threads for `secs`; `body(t, stop, out)` loops until `stop`. Snapshots around the
+/// measured run are taken by the caller through `before` / `after`. Throws the first exception a
+/// body threw (the others stop then).
+template <class Body>
+std::vector<thread_results> run_threads(int threads, double secs, Body body, const std::function<void()>& before,
+                                        const std::function<void()>& after) {
+  std::vector<thread_results> res(static_cast<std::size_t>(threads));
+  std::atomic<bool> stop{false};
+  std::latch ready(threads + 1);
+  std::vector<std::thread> ts;
+  std::mutex err_mu;
+  std::string error;
+  for (int t = 0; t < threads; ++t)
+    ts.emplace_back([&, t] {
+      ready.arrive_and_wait();
+      try {
+        body(t, stop, res[static_cast<std::size_t>(t)]);
+      } catch (const std::exception& e) {
+        std::lock_guard g(err_mu);
+        if (error.empty()) error = e.what();
+        stop = true;
+      }
+    });
+  if (before) before();
+  ready.arrive_and_wait();
+  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
+  stop = true;
+  for (auto& t : ts) t.join();
+  if (after) after();
+  if (!error.empty()) throw std::runtime_error(error);
+  return res;
+}
+
+/// The pair figures of a pair ceiling's row at `depth`: `pairs` pairs in `t_acq` seconds of acquire
+/// phases and `t_rel` of release phases (pair rate = pairs / both; acquire_per_s, release_per_s),
+/// the pair latency as an acquisition's plus a release's (p50, p99) from their latencies.
+void fill_pair_rates(row& r, int depth, double pairs, double t_acq, double t_rel, std::vector<float>& lat_acq,
+                     std::vector<float>& lat_rel);
 
 /// Owners chaining asynchronous pairs (acquire, then release, then the next) until told to stop: the
 /// driver of the B2-async cases. `start(i)` begins owner i's next pair; its completions end it with

@@ -41,12 +41,6 @@ constexpr std::size_t masters = 3;
 constexpr std::size_t phase_keys = 4096;
 constexpr int owners = 256;
 
-std::string num(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // A redis-server in cluster mode: the cluster bus on a second free port, its nodes.conf in its
 // own directory.
 class cluster_node final : public local::redis_server {

@@ -32,6 +32,7 @@
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 #include "redlock_bench.hpp"
+#include "semaphore_bench.hpp"
 #include "watchdog_support.hpp"
 
 namespace redlease::cli {
@@ -453,42 +454,8 @@ void measure_ceiling(bench_ctx& x) {
 
 // ---- B1, B2-sync: threads calling lock()/unlock() ----------------------------------------------
 
-struct thread_results {
-  long long ops = 0;
-  std::vector<float> lat;
-};
-
-// Runs `threads` threads for `secs`; `body(t, stop, out)` loops until `stop`. Snapshots around the
-// measured run are taken by the caller through `before` / `after`.
-template <class Body>
-std::vector<thread_results> run_threads(int threads, double secs, Body body, const std::function<void()>& before,
-                                        const std::function<void()>& after) {
-  std::vector<thread_results> res(static_cast<std::size_t>(threads));
-  std::atomic<bool> stop{false};
-  std::latch ready(threads + 1);
-  std::vector<std::thread> ts;
-  std::mutex err_mu;
-  std::string error;
-  for (int t = 0; t < threads; ++t)
-    ts.emplace_back([&, t] {
-      ready.arrive_and_wait();
-      try {
-        body(t, stop, res[static_cast<std::size_t>(t)]);
-      } catch (const std::exception& e) {
-        std::lock_guard g(err_mu);
-        if (error.empty()) error = e.what();
-        stop = true;
-      }
-    });
-  if (before) before();
-  ready.arrive_and_wait();
-  std::this_thread::sleep_for(std::chrono::duration<double>(secs));
-  stop = true;
-  for (auto& t : ts) t.join();
-  if (after) after();
-  if (!error.empty()) throw std::runtime_error(error);
-  return res;
-}
+using bench::thread_results;
+using bench::run_threads;
 
 // Runs `body` on `threads` threads, a warm-up and then the measured run, and fills the row: rate,
 // CPU and round trips (counted on `c`, when there is a client), latency of each op, thread count.
@@ -869,24 +836,14 @@ row watchdog_scale(bench_ctx& x, const std::string& name, std::size_t n, double 
   keys.pop_back();
 
   double secs = secs_between(a.t, b.t);
-  double renew_calls = static_cast<double>(b.st.renew_calls - a.st.renew_calls);
   double renewed = static_cast<double>(b.st.renewed_locks - a.st.renewed_locks);
   fill_common(r, a, b, renewed);  // an op here is one lock renewal
   fill_latency(r, acq_lat);       // p50/p99: acquisition latency while taking them (1,000 in flight)
-  double intervals = secs / interval_s;
   double nd = static_cast<double>(n);
-  r.num("locks", nd);
-  r.num("alive", static_cast<double>(alive));
-  r.num("watched", static_cast<double>(end_stats.watched_locks));
-  r.num("lost", static_cast<double>(lost.load()));
-  r.num("round_trips_per_interval", (static_cast<double>(b.st.commands - a.st.commands)) / intervals);
-  r.num("renew_calls_per_interval", renew_calls / intervals);
-  r.num("writes_per_interval", static_cast<double>(b.st.writes - a.st.writes) / intervals);
-  r.num("renewals_per_lock_per_interval", renewed / nd / intervals);
-  r.num("bytes_per_lock", (static_cast<double>(heap1) - static_cast<double>(heap0)) / nd);
-  r.num("rss_bytes_per_lock", (static_cast<double>(rss1) - static_cast<double>(rss0)) / nd);
-  r.num("min_ttl_ms", static_cast<double>(min_ttl));
-  r.num("acquire_per_s", nd / acquire_s);
+  const auto grew = [](std::size_t from, std::size_t to) { return static_cast<double>(to) - static_cast<double>(from); };
+  bench::fill_held(r, {nd, static_cast<double>(alive), static_cast<double>(end_stats.watched_locks),
+                       static_cast<double>(lost.load()), grew(heap0, heap1), grew(rss0, rss1),
+                       static_cast<double>(min_ttl), acquire_s}, a.st, b.st, secs);
   r.num("redis_idle_cpu_pct", idle_redis_pct);
   r.num("redis_floor_cpu_pct", 100 * floor_cpu_s / interval_s);
   if (floor_cpu_s > 0) r.num("redis_cpu_to_floor", r.get("redis_cpu_pct") / (100 * floor_cpu_s / interval_s));
@@ -917,7 +874,7 @@ bool check_rows(const bench_ctx& x, std::vector<std::string> expected, std::stri
     if (!(r.p50_us > 0) || !(r.p99_us >= r.p50_us)) out << r.name << ": p50/p99 " << r.p50_us << "/" << r.p99_us << "; ";
     if (!(r.rt_per_op > 0)) out << r.name << ": round_trips_per_op " << r.rt_per_op << "; ";
     if (r.has_ceiling && !(r.ceiling > 0 && r.ratio > 0)) out << r.name << ": ceiling/ratio; ";
-    if (r.name.rfind("B4", 0) == 0) {
+    if (r.name.rfind("B4", 0) == 0 || r.name.rfind("B5-permits", 0) == 0) {
       double locks = r.get("locks");
       if (r.get("alive") != locks) out << r.name << ": alive " << r.get("alive") << " of " << locks << "; ";
       if (r.get("watched") != locks) out << r.name << ": watched " << r.get("watched") << " of " << locks << "; ";
@@ -1178,6 +1135,14 @@ int run_bench(options opt) {
     attempt(name, [&, name = name, n = n] { return watchdog_scale(x, name, n, window, idle); });
   }
 
+  // Semaphores (issue 40, bench/semaphore_bench.cpp): this run's server, a pair ceiling of their own;
+  // B5-permits-watchdog holds 10,000 permits for B4's window.
+  for (auto& n : bench::semaphore_case_names()) want(n);
+  bench::run_semaphore_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
+                              [&](std::string_view n) { return x.wanted(n); }, [&](row r) { emit(x, std::move(r)); },
+                              x.fake_uuid, 10000, window, {}},
+                             x.floor_rtt_us);
+
   // RedLock (issue 38, bench/redlock_bench.cpp): private servers of its own, ceilings of its own.
   for (auto& n : bench::redlock_case_names()) want(n);
   bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
@@ -1231,7 +1196,8 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_flag("--check", opt->check, "Validate the results (every case present, sane numbers, every B4 lock "
                                       "alive); exit 1 otherwise. Asserts no timing");
   cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
-                                      "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3); "
+                                      "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3; semaphores: "
+                                      "B5-sem-sync, B5-sem-sync-raw, B5-sem-async, B5-sem-handoff, B5-permits-watchdog); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,

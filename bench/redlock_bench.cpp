@@ -42,14 +42,6 @@ namespace lua = redlease::detail::lua;
 const std::string ttl_ms = "30000";  // the keys' TTL in the raw rows (the handles' default TTL too)
 constexpr std::size_t phase_keys = 4096;
 
-float us(steady::duration d) { return std::chrono::duration<float, std::micro>(d).count(); }
-double seconds(steady::time_point a, steady::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-std::string num(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // The private servers, a raw connection to each (INFO cpu, SCRIPT LOAD) and a client config each.
 struct servers {
   std::vector<std::unique_ptr<local::redis_server>> procs;
@@ -436,12 +428,7 @@ row ceiling_pairs_n(const redlock_run& run, servers& ss, std::size_t n, int dept
   totals t;
   t.add(a, b, pairs);  // CPU per pair: over the whole stretch
   t.fill(r, n, 2.0 * static_cast<double>(n));
-  r.ops_per_s = pairs / (t_acq + t_rel);
-  r.p50_us = percentile(all_a, 0.5) + percentile(all_r, 0.5);
-  r.p99_us = percentile(all_a, 0.99) + percentile(all_r, 0.99);
-  r.num("depth", depth);
-  r.num("acquire_per_s", pairs / t_acq);
-  r.num("release_per_s", pairs / t_rel);
+  fill_pair_rates(r, depth, pairs, t_acq, t_rel, all_a, all_r);
   return r;
 }
 
