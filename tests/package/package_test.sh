@@ -7,7 +7,8 @@
 # options and actions, then examples/ configured and built against the root with find_package
 # (CMAKE_PREFIX_PATH=<root>/usr) and examples/basic_lock.cpp with pkg-config, and each example run
 # (against a closed port: no Redis server is needed, the run must reach the connection).
-# Registered by tests/package/CMakeLists.txt (label `package`) when dpkg-deb is there.
+# Registered by tests/package/CMakeLists.txt (label `package`) when dpkg-deb is there. cpack builds
+# the build directory's targets first (all of them: the preinstall target), so run it after a build.
 # Usage: package_test.sh BUILD_DIR SOURCE_DIR WORK_DIR VERSION LIBDIR CPACK CMAKE CXX [PKG_CONFIG]
 set -euo pipefail
 build=$1 src=$2 work=$3 version=$4 libdir=$5 cpack=$6 cmake=$7 cxx=$8 pkg_config=${9:-}
