@@ -7,6 +7,11 @@
 
 _redlease() {
   local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD - 1]}
+  # bash splits --opt=value at the = (COMP_WORDBREAKS): "--opt" "=" "value".
+  if [[ $prev == = ]] && ((COMP_CWORD >= 2)); then
+    prev=${COMP_WORDS[COMP_CWORD - 2]}
+  fi
+  [[ $cur == = ]] && cur=""
   local commands="run status unlock doctor demo semaphore latch"
   local connection="--redis --cacert --cert --key --sni --tls --insecure --sentinel-password"
   # The options that take a value (the next word); --opt=value is one word.
@@ -19,7 +24,7 @@ _redlease() {
   for ((i = 1; i < COMP_CWORD; i++)); do
     word=${COMP_WORDS[i]}
     if ((skip)); then
-      skip=0
+      ((skip -= 1))
     elif [[ -n $cmd && $cmd == run && $word == -- ]]; then
       # `run NAME -- COMMAND ...`: a command, then its own arguments (files).
       if ((i + 1 == COMP_CWORD)); then
@@ -29,7 +34,10 @@ _redlease() {
       fi
       return 0
     elif [[ $word == -* ]]; then
-      [[ " ${valued//$'\n'/ } " == *" $word "* ]] && skip=1
+      if [[ " ${valued//$'\n'/ } " == *" $word "* ]]; then
+        skip=1
+        [[ ${COMP_WORDS[i + 1]-} == = ]] && skip=2
+      fi
     elif [[ -z $cmd ]]; then
       cmd=$word
     else
