@@ -5,9 +5,9 @@
 #   redlease-dev  (dev)     the headers, the static library and the shared one's link name, the CMake
 #                           package and the pkg-config file; depends on redlease of the same version
 #                           and on the Debian packages the headers and the static library need
-# Files go under /usr (the CMake package and the pkg-config file find their paths from where they
-# are, so the install prefix of the build does not matter); the shared library's directory is the
-# build's CMAKE_INSTALL_LIBDIR: configure with -DCMAKE_INSTALL_PREFIX=/usr for Debian's multiarch
+# Files go under /usr (CPack's DEB default; the CMake package and the pkg-config file find their
+# paths from where they are, so the build's install prefix does not matter); the libraries' directory
+# is the build's CMAKE_INSTALL_LIBDIR: configure with -DCMAKE_INSTALL_PREFIX=/usr for Debian's multiarch
 # directory (lib/x86_64-linux-gnu), else lib/. The runtime dependencies come from dpkg-shlibdeps
 # (Debian's dpkg-dev) when it is there, else from the list below, right for Debian 12.
 set(REDLEASE_PACKAGE_MAINTAINER "redlease maintainers <maintainers@users.noreply.a-seed-91c7d046.example>"
@@ -20,7 +20,6 @@ set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
 set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${PROJECT_DESCRIPTION}")
 set(CPACK_PACKAGE_CONTACT "${REDLEASE_PACKAGE_MAINTAINER}")
 set(CPACK_GENERATOR DEB)
-set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
 # Executables and shared libraries stripped (a static library is only indexed).
 set(CPACK_STRIP_FILES ON)
 set(CPACK_DEB_COMPONENT_INSTALL ON)
@@ -68,6 +67,7 @@ else()
                  "are Debian 12's")
 endif()
 
+# `cpack --config CPackSourceConfig.cmake`: the sources, without build trees.
 set(CPACK_SOURCE_GENERATOR TGZ)
-set(CPACK_SOURCE_IGNORE_FILES "/\\\\.git/" "/build[^/]*/" "/Testing/" "/\\\\.cache/")
+set(CPACK_SOURCE_IGNORE_FILES "/\\\\.git(/|$)" "/build[^/]*/" "/Testing/" "/\\\\.cache/")
 include(CPack)
