@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # Installs the dependencies, builds redlease, and runs every test: in a Release build (the project's
-# default flags, warnings as errors), again under AddressSanitizer + UndefinedBehaviorSanitizer, again
-# under ThreadSanitizer; builds it with clang++ (warnings as errors) and runs the unit tests; and runs
-# the libFuzzer targets as deterministic regression steps (corpus replay + fixed-seed runs).
+# default flags, warnings as errors; only there, the Debian packages' test, label package: cpack, the
+# packages extracted into a fresh root, examples/ built against it), again under AddressSanitizer +
+# UndefinedBehaviorSanitizer, again under ThreadSanitizer; builds it with clang++ (warnings as errors)
+# and runs the unit tests; and runs the libFuzzer targets as deterministic regression steps (corpus
+# replay + fixed-seed runs).
 # A failing section does not stop the others; the script then exits 1 naming it. Prints the time of
 # each section at the end.
 # The run gates: REDLEASE_REQUIRE_SERVERS=1 makes a test that finds no redis-server (or openssl)
