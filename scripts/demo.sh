@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DREDLEASE_WITH_PROMETHEUS=ON >/dev/null
 cmake --build build -j"$(nproc)" --target redlease-cli
 exec build/tools/redlease demo "$@"

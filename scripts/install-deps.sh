@@ -4,7 +4,7 @@
 # what is missing, and does not touch the network when everything is present.
 set -euo pipefail
 pkgs=(g++ cmake make pkg-config libasio-dev libhiredis-dev libssl-dev libgtest-dev libgmock-dev
-      libbenchmark-dev libcli11-dev redis-server redis-tools openssl
+      libbenchmark-dev libcli11-dev prometheus-cpp-dev redis-server redis-tools openssl
       clang libclang-rt-14-dev  # clang: the libFuzzer targets
       dpkg-dev file groff-base)  # the Debian packages (cpack: dpkg-shlibdeps, file) and their test (groff)
 missing=()

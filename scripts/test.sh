@@ -40,7 +40,8 @@ run_ctest() {
 }
 
 run_release() {
-  cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -DCMAKE_CXX_COMPILER=g++ -DCMAKE_C_COMPILER=gcc -DCMAKE_BUILD_TYPE=Release \
+    -DREDLEASE_WITH_PROMETHEUS=ON >/dev/null
   cmake --build build -j"$jobs"
   run_ctest build -j"$jobs" --timeout 300
   # The long cluster soak (Release only): cluster_chaos_test's freeze and resharding four times.

@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -253,6 +254,12 @@ class client {
 
   /// Traffic counters.
   client_stats stats() const;
+  /// A function that reads `stats()` and may outlive this client: it holds the client's state
+  /// weakly, keeping no connection, thread or lock alive. It returns the counts while that state
+  /// lives (after `close()`, the last ones: a lock handle made from the client keeps it), and
+  /// `std::nullopt` once the client and every handle made from it are gone. Thread-safe; for
+  /// collectors with a life of their own (redlease/prometheus.hpp). Empty on a moved-from client.
+  std::function<std::optional<client_stats>()> stats_reader() const;
 
   /// Closes the client (as the destructor does). Idempotent. Every acquisition that waits ends with
   /// `errc::client_closed`, and the watchdog stops (held locks expire after their lease). Requests

@@ -446,10 +446,11 @@ subscription client::subscribe(std::string channel, std::function<void(std::stri
   return s;
 }
 
-client_stats client::stats() const {
+namespace {
+client_stats read_stats(detail::client_impl& impl) {
   client_stats s;
   // The topology's set of connections is fixed once it is made; their counters are atomics.
-  impl_->topo().for_each_connection([&s](const detail::connection& conn, bool pubsub) {
+  impl.topo().for_each_connection([&s](const detail::connection& conn, bool pubsub) {
     auto& c = conn.stats();
     s.protocol_errors += c.protocol_errors;
     if (pubsub) {
@@ -466,7 +467,7 @@ client_stats client::stats() const {
     s.stalled_drops += c.stalled_drops;
   });
   // A lane's requests are written by the caller, one per write.
-  impl_->topo().for_each_node([&s](const detail::node& n) {
+  impl.topo().for_each_node([&s](const detail::node& n) {
     auto requests = n.lane_stats().requests.load(std::memory_order_relaxed);
     s.lane_requests += requests;
     s.commands += requests;
@@ -474,15 +475,26 @@ client_stats client::stats() const {
     s.direct_writes += requests;
     s.replies += n.lane_stats().replies.load(std::memory_order_relaxed);
   });
-  s.renew_calls = impl_->renew_calls;
-  s.watchdog_ticks = impl_->watchdog_ticks;
-  s.renewed_locks = impl_->renewed_locks;
-  s.held_locks = impl_->held_locks;
-  s.watched_locks = impl_->watched_locks;
-  impl_->metrics.fill(s.locks);
-  impl_->topo().for_each_node([&s](const detail::node& n) { s.locks.noscript_fallbacks += n.noscript_fallbacks(); });
-  s.locks.redirects = impl_->topo().redirects();
+  s.renew_calls = impl.renew_calls;
+  s.watchdog_ticks = impl.watchdog_ticks;
+  s.renewed_locks = impl.renewed_locks;
+  s.held_locks = impl.held_locks;
+  s.watched_locks = impl.watched_locks;
+  impl.metrics.fill(s.locks);
+  impl.topo().for_each_node([&s](const detail::node& n) { s.locks.noscript_fallbacks += n.noscript_fallbacks(); });
+  s.locks.redirects = impl.topo().redirects();
   return s;
+}
+}  // namespace
+
+client_stats client::stats() const { return read_stats(*impl_); }
+
+std::function<std::optional<client_stats>()> client::stats_reader() const {
+  if (!impl_) return {};
+  return [weak = std::weak_ptr<detail::client_impl>(impl_)]() -> std::optional<client_stats> {
+    if (auto impl = weak.lock()) return read_stats(*impl);
+    return std::nullopt;
+  };
 }
 
 }  // namespace redlease

@@ -3,6 +3,7 @@
 # it with find_package(redlease); the consumer sets no C++ standard (redlease's target brings C++20).
 # Script mode: -DBUILD=<build dir> -DSRC=<consumer dir> -DWORK=<dir> -DVERSION=<project version>
 # [-DCXX=<compiler>] [-DSHARED=<bool>: the build installs redlease_shared too]
+# [-DPROMETHEUS=<bool>: the build installs redlease::prometheus too]
 include(${CMAKE_CURRENT_LIST_DIR}/consumer_common.cmake)
 redlease_install_into_work()
 set(compiler)
@@ -24,4 +25,9 @@ if(EXISTS ${WORK}/build/consumer_shared)
   redlease_run_consumer(${WORK}/build/consumer_shared)
 elseif(SHARED)
   message(FATAL_ERROR "find_package(redlease) gave no redlease::redlease_shared")
+endif()
+if(EXISTS ${WORK}/build/consumer_prometheus)
+  redlease_run_consumer(${WORK}/build/consumer_prometheus)
+elseif(PROMETHEUS)
+  message(FATAL_ERROR "find_package(redlease) gave no redlease::prometheus")
 endif()
