@@ -16,7 +16,7 @@ _redlease() {
   local connection="--redis --cacert --cert --key --sni --tls --insecure --sentinel-password"
   # The options that take a value (the next word); --opt=value is one word.
   local valued="--redis --cacert --cert --key --sni --sentinel-password --wait --lease --watchdog-timeout
-                --kill-after --ttl --acl-user"
+                --kill-after --ttl --acl-user --permits"
   COMPREPLY=()
 
   # The subcommand: the first word that is no option. Then its positional arguments, in order.
@@ -59,7 +59,7 @@ _redlease() {
       mapfile -t COMPREPLY < <(compgen -A hostname -- "$cur")
       return 0
       ;;
-    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user)
+    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user | --permits)
       return 0  # a URL, a secret, a duration (5s, 2m, 1h), a user: nothing to offer
       ;;
   esac
@@ -68,7 +68,7 @@ _redlease() {
   case $cmd in
     run)
       options="--help $connection --wait --lease --watchdog-timeout --kill-after --mutex --fair --read --write
-               --redlock --quiet --verbose --json"
+               --redlock --semaphore --permits --quiet --verbose --json"
       # After the lock's name, the command follows --.
       ((${#positionals[@]} >= 1)) && options+=" --"
       ;;
