@@ -1028,6 +1028,38 @@ int run_bench(options opt) {
                            "B2-sync-reentrant", x.pair_ceiling, "pair ceiling");
   });
   attempt("B2-async-reentrant", [&] { return vs(async_pairs<false>(x, "B2-async-reentrant", 256), x.pair_ceiling, "pair ceiling"); });
+  // Issue 41: what the lock metrics cost. The same case with config::metrics on and off, alternating
+  // three times each in this run (a drift of the VM touches both alike); the medians' ratio.
+  auto metrics_cost = [&](const std::string& name, auto run) {
+    std::vector<double> on, off;
+    row last;
+    for (int round = 0; round < 3; ++round) {
+      for (bool counting : {true, false}) {
+        x.cfg.metrics = counting;
+        row r = run(name + (counting ? "-on" : "-off"));
+        (counting ? on : off).push_back(r.ops_per_s);
+        if (counting) last = r;
+      }
+    }
+    x.cfg.metrics = true;
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    last.name = name;
+    last.ops_per_s = median(on);
+    last.num("metrics_off_ops_per_s", median(off));
+    last.num("on_vs_off", median(on) / median(off));
+    last.note = "metrics on vs off (medians of 3 alternating runs): " + fmt("%.3f", median(on) / median(off));
+    return last;
+  };
+  for (const char* n : {"B1-metrics", "B2-async-metrics"}) want(n);
+  attempt("B1-metrics", [&] {
+    return metrics_cost("B1-metrics", [&](const std::string& n) { return sync_pairs<false>(x, n, 1, true); });
+  });
+  attempt("B2-async-metrics", [&] {
+    return metrics_cost("B2-async-metrics", [&](const std::string& n) { return async_pairs<false>(x, n, 256); });
+  });
   attempt("B2-sync-mutex", [&] {
     return sync_vs(sync_pairs<true>(x, "B2-sync-mutex", 16, false), x.mutex_pair_ceiling, x.mutex_pair_ceiling_d16,
                    x.mutex_pair_ceiling_d8, "mutex ceiling");
@@ -1197,7 +1229,8 @@ void setup_bench(CLI::App& cmd, action_t& action) {
                                       "alive); exit 1 otherwise. Asserts no timing");
   cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
                                       "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3; semaphores: "
-                                      "B5-sem-sync, B5-sem-sync-raw, B5-sem-async, B5-sem-handoff, B5-permits-watchdog); "
+                                      "B5-sem-sync, B5-sem-sync-raw, B5-sem-async, B5-sem-handoff, B5-permits-watchdog; the metrics' "
+                                      "cost: B1-metrics, B2-async-metrics); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
