@@ -2,9 +2,10 @@
 // The cluster topology's pub/sub (docs/cluster.md, "Pub/sub"): where each of the lock layer's
 // channels is subscribed, and moving it when its slot moves. Sharded channels (SSUBSCRIBE) live on
 // their slot's master, keyspace-event channels on their key's master, the others on one classic
-// connection to any master. Runs on the client's executor only.
+// connection to any master. Runs on the client's executor only, except publish_command().
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -53,7 +54,10 @@ class cluster_pubsub {
   /// Moves every channel to where it should live now (after a new slot table).
   void rehome_all();
   /// "spublish" when the waiters listen on sharded channels, else "publish".
-  std::string_view publish_command() const noexcept { return sharded_ ? "spublish" : "publish"; }
+  /// Any thread: the facade encodes scripts on the caller's thread while the I/O thread decides.
+  std::string_view publish_command() const noexcept {
+    return sharded_.load(std::memory_order_relaxed) ? "spublish" : "publish";
+  }
   void for_each_connection(const std::function<void(const connection&, bool)>& f) const;
   void close();
 
@@ -77,7 +81,7 @@ class cluster_pubsub {
   asio::steady_timer probe_timer_;
   bool cluster_ = false;
   bool probed_ = false;
-  bool sharded_ = false;
+  std::atomic<bool> sharded_{false};
   bool closed_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 };

@@ -94,7 +94,8 @@ class topology {
   /// topology has moved the channel since (a cluster's sharded subscriptions follow their slot).
   virtual void unsubscribe(subscriber* s, const std::string& channel, channel_listener* l);
   /// The command the lock scripts publish with: "publish", or "spublish" where waiters listen on
-  /// sharded channels (a Redis 7 cluster, as Redisson's shardedSubscriptionMode decides).
+  /// sharded channels (a Redis 7 cluster, as Redisson's shardedSubscriptionMode decides). Any
+  /// thread: the facade encodes its scripts on the caller's.
   virtual std::string_view publish_command() const { return "publish"; }
   /// Calls `f` for every command connection and every pub/sub connection (statistics).
   virtual void for_each_connection(const std::function<void(const connection&, bool pubsub)>& f) const = 0;
