@@ -42,8 +42,9 @@ int main(int argc, char** argv) {
       "signal N), 75 not acquired within --wait, 76 lock lost, 79 the command succeeded but the lock was\n"
       "not released, 126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done\n"
       "(doctor: no check FAILs). `semaphore`, `latch`: 0 done, 75 `set` found one already, or `acquire`,\n"
-      "`wait` ran out of --wait. `demo`: 0 every step passed, 1 one failed. The benchmark is\n"
-      "redlease-bench.\n"
+      "`wait` ran out of --wait. `demo`: 0 every step passed, 1 one failed. `exporter`: 0 stopped by\n"
+      "SIGINT or SIGTERM, 69 also when ADDR cannot be bound or Prometheus support was not built in. The\n"
+      "benchmark is redlease-bench.\n"
       "\n"
       "Environment: REDLEASE_URL (default redis://127.0.0.1:6379; for --redlock, the masters' URLs separated\n"
       "by spaces), REDLEASE_PASSWORD,\n"
@@ -57,6 +58,7 @@ int main(int argc, char** argv) {
   setup_doctor(app, action);
   setup_semaphore(app, action);
   setup_latch(app, action);
+  setup_exporter(app, action);
   // A first word that is no option must name a subcommand: CLI11 would call it an extra argument and
   // say "A subcommand is required", as if none had been given.
   if (argc > 1 && argv[1][0] != '-') {
