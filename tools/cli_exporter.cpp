@@ -251,7 +251,7 @@ class metrics_builder {
   }
 
   void self_families() {
-    sample(family("redlease_exporter_up", "1 when the last scan pass succeeded, else 0 (and no lock samples).",
+    sample(family("redlease_exporter_up", "Whether the last scan pass succeeded: 1, else 0 (and no lock samples).",
                   MetricType::Gauge),
            {}, s_.up ? 1 : 0);
     sample(family("redlease_exporter_scan_duration_seconds", "Wall time of the last scan pass.", MetricType::Gauge), {},
@@ -488,7 +488,7 @@ int run_exporter(const exporter_options& o) {
   int signal = 0;
   sigwait(&stop_signals, &signal);
   ex->stop();
-  exposer.reset();
+  exposer.reset();  // civetweb's listener notices within its poll quantum (about 1.5 s)
   return exit_code::ok;
 }
 
