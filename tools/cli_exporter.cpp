@@ -474,8 +474,12 @@ int run_exporter(const exporter_options& o) {
   std::unique_ptr<prometheus::Exposer> exposer;
   try {
     exposer = std::make_unique<prometheus::Exposer>(address.host + ":" + address.port, 2);
-  } catch (const std::exception& e) {
-    std::cerr << "redlease exporter: cannot listen on " << printable(o.listen) << ": " << e.what() << "\n";
+  } catch (const std::exception&) {
+    // civetweb says only that it has no context; the usual causes instead.
+    std::cerr << "redlease exporter: cannot listen on " << printable(o.listen)
+              << ": the port is in use or the address is not one of this machine's"
+              << (address.host[0] == '[' ? " (or the HTTP server, civetweb, was built without IPv6, as Debian's is)" : "")
+              << "\n";
     return exit_code::unavailable;
   }
   exposer->RegisterCollectable(ex);
