@@ -24,10 +24,10 @@ void setup_exporter(CLI::App& app, action_t& action) {
       "redlease_exporter_up to 0 and drops the lock samples until a pass succeeds. Labels never carry lock\n"
       "names: only the kind, and with --prefix-depth the first segments of the names. Runs until SIGINT or\n"
       "SIGTERM.\n"
-      "Exit status: 0 stopped by SIGINT or SIGTERM; 64 usage (a bad --listen, --interval under 1s); 69\n"
-      "Redis unavailable at start (unreachable, authentication, TLS, no Sentinel, not Redis), ADDR cannot\n"
-      "be bound, or this redlease was built without Prometheus support; 78 an ACL permission the user\n"
-      "lacks or a renamed command; 70 an unexpected error.",
+      "Exit status: 0 stopped by SIGINT or SIGTERM; 64 usage (a bad --listen, an --interval under a second);\n"
+      "69 Redis unavailable at start (unreachable, authentication, TLS, no Sentinel, not Redis), ADDR\n"
+      "cannot be bound, or this redlease was built without Prometheus support; 78 an ACL permission the\n"
+      "user lacks or a renamed command; 70 an unexpected error.",
       run_exporter);
   cmd->add_option("pattern", o->pattern, "Glob over the lock names to export (default: *)")
       ->check(lock_name_validator());
