@@ -26,6 +26,7 @@
 #include <thread>
 #include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -374,17 +375,21 @@ class exporter final : public prometheus::Collectable {
       const char sep = o_.prefix_separator[0];
       std::unordered_map<std::string, std::size_t> sizes;
       for (std::size_t i = 0; i < found.size(); ++i) ++sizes[prefixes[i] = name_prefix(found[i].name, sep, o_.prefix_depth)];
-      if (sizes.size() > o_.max_prefixes) {
-        // The largest keep their label (ties by name, so that a pass labels as the one before).
-        std::vector<std::pair<std::string, std::size_t>> order(sizes.begin(), sizes.end());
-        std::sort(order.begin(), order.end(),
-                  [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
-        std::unordered_map<std::string, bool> kept;
-        for (std::size_t i = 0; i < order.size(); ++i) kept[order[i].first] = i < o_.max_prefixes;
-        for (auto& p : prefixes)
-          if (!kept[p]) p = other_prefix;
-        s->prefixes_folded = order.size() - o_.max_prefixes;
+      // A prefix keeps its label for the exporter's life once given one, as the library's
+      // config::metrics_prefix does (series that do not flap); free labels go to the new prefixes
+      // with the most locks first (ties by name).
+      std::vector<std::pair<std::string, std::size_t>> fresh;
+      for (const auto& [p, n] : sizes)
+        if (!labelled_.count(p)) fresh.emplace_back(p, n);
+      std::sort(fresh.begin(), fresh.end(),
+                [](const auto& a, const auto& b) { return a.second != b.second ? a.second > b.second : a.first < b.first; });
+      for (const auto& f : fresh) {
+        if (labelled_.size() >= o_.max_prefixes) break;
+        labelled_.insert(f.first);
       }
+      for (const auto& [p, n] : sizes) s->prefixes_folded += labelled_.count(p) ? 0 : 1;
+      for (auto& p : prefixes)
+        if (!labelled_.count(p)) p = other_prefix;
     }
 
     // A hold is (kind, name, first holder): its first sight carries over from pass to pass while it lasts.
@@ -426,6 +431,7 @@ class exporter final : public prometheus::Collectable {
   // The scan thread's own (the first pass's before it starts).
   std::unique_ptr<lock_scanner> scanner_;
   std::unordered_map<std::string, steady_clock::time_point> holds_;
+  std::unordered_set<std::string> labelled_;  // the prefixes with a label of their own
   long long errors_ = 0;
   std::optional<double> last_success_unix_;
   std::string last_error_;

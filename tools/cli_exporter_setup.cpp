@@ -43,8 +43,9 @@ void setup_exporter(CLI::App& app, action_t& action) {
   cmd->add_option("--prefix-separator", o->prefix_separator,
                   "The character between the segments of a name, with --prefix-depth (default :)");
   cmd->add_option("--max-prefixes", o->max_prefixes,
-                  "At most N prefix labels; the rest are counted under prefix=\"_other\" (default 100)")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+                  "At most N prefix labels, kept once given; the rest are counted under prefix=\"_other\" (default "
+                  "100, at most 10000)")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{10000}));
   cmd->add_flag("--by-node", o->by_node, "Also label redlease_redis_locks with the master (node=HOST:PORT)");
   add_connection_flags(cmd, o->url);
 }

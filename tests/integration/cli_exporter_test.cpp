@@ -236,13 +236,22 @@ TEST_F(cli_exporter_test, prefixes_label_the_samples_and_the_cap_folds_the_rest_
   EXPECT_EQ(sample(folded, R"(redlease_redis_locks{kind="reentrant",prefix="_other"})"), 3) << folded;
   EXPECT_FALSE(sample(folded, R"(redlease_redis_locks{kind="reentrant",prefix="orders"})")) << folded;
   EXPECT_EQ(sample(folded, "redlease_exporter_prefixes_folded"), 2) << folded;
+  // A label once given is kept, though orders now has more locks (series do not flap).
+  for (const char* name : {"orders:z1", "orders:z2", "orders:z3", "orders:z4"}) {
+    held.emplace_back(c.lock(name));
+    held.back().lock();
+  }
+  const auto later = scrape_until(capped, [](const std::string& b) {
+    return sample(b, R"(redlease_redis_locks{kind="reentrant",prefix="_other"})") == 7;
+  });
+  EXPECT_EQ(sample(later, R"(redlease_redis_locks{kind="reentrant",prefix="billing"})"), 3) << later;
 
   const int by_node = start({"--by-node"});
   ASSERT_NE(by_node, 0);
   const auto nodes = scrape(by_node);
   // Outside a cluster the scan names no node (lock_scan.hpp).
-  EXPECT_EQ(sample(nodes, R"(redlease_redis_locks{kind="reentrant",node=""})"), 6) << nodes;
-  EXPECT_EQ(sample(nodes, R"(redlease_redis_locks_held{kind="reentrant"})"), 6) << "the node on one family only";
+  EXPECT_EQ(sample(nodes, R"(redlease_redis_locks{kind="reentrant",node=""})"), 10) << nodes;
+  EXPECT_EQ(sample(nodes, R"(redlease_redis_locks_held{kind="reentrant"})"), 10) << "the node on one family only";
   for (auto& l : held) l.unlock();
 }
 
