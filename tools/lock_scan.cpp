@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
-// One pass over the locks in Redis (lock_scan.hpp). Per master: SCAN a batch of names, then TYPE and
-// PTTL of each, then what its type needs (the hash's first fields, a fair lock's queue, a string's
-// value, a permit semaphore's zset), each round pipelined on the node's connection; last, the
-// servers' pub/sub counts of the lock channels, asked once per node for the channels that have
-// subscribers at all (PUBSUB CHANNELS), not once per lock.
+// One pass over the locks in Redis (lock_scan.hpp). Per master: SCAN a batch of names, then PTTL and
+// HSCAN of each (GET of the strings), pipelined on the node's connection: two commands a lock, since
+// Redis' own time per command is what a pass costs the server. The fair locks' queues and the permit
+// semaphores' zsets are found by the SCAN itself (with a pattern, by one more SCAN of each, filtered
+// by type), so only their locks are asked about them. Last, the waiters: the servers' pub/sub counts
+// of the lock channels, asked once per node for the channels that have subscribers at all (PUBSUB
+// CHANNELS), not once per lock.
 #include "lock_scan.hpp"
 
 #include <charconv>
@@ -14,6 +16,7 @@
 #include <set>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "cluster_nodes.hpp"
@@ -78,6 +81,45 @@ bool star_match(std::string_view pat, std::string_view s) {
   return p == pat.size();
 }
 
+// A name derived from a lock's name by the library's own rule, learnt once from describe(): `derive`
+// on a name of each form (without and with a hash tag of its own) with a marker for the name, so
+// that deriving it for each of 100,000 locks is a concatenation, not a description.
+struct name_rule {
+  std::string plain_before, plain_after, tagged_before, tagged_after;
+  template <class Derive>
+  explicit name_rule(Derive derive) {
+    const std::string plain = "\x01", tagged = "{\x01}";
+    const std::string a = derive(plain), b = derive(tagged);
+    const auto i = a.find(plain), j = b.find(tagged);
+    plain_before = a.substr(0, i);
+    plain_after = a.substr(i + plain.size());
+    tagged_before = b.substr(0, j);
+    tagged_after = b.substr(j + tagged.size());
+  }
+  std::string operator()(std::string_view name) const {
+    const bool tagged = name.find('{') != std::string_view::npos;
+    std::string out = tagged ? tagged_before : plain_before;
+    out += name;
+    out += tagged ? tagged_after : plain_after;
+    return out;
+  }
+  // The lock names `key` can be derived from (a name with a tag of its own gives the same key as
+  // the name inside it: Redisson's rule; both are candidates).
+  std::vector<std::string> names_of(std::string_view key) const {
+    std::vector<std::string> out;
+    auto strip = [&](const std::string& before, const std::string& after) {
+      if (key.size() >= before.size() + after.size() && key.substr(0, before.size()) == before &&
+          key.substr(key.size() - after.size()) == after)
+        out.emplace_back(key.substr(before.size(), key.size() - before.size() - after.size()));
+    };
+    strip(plain_before, plain_after);
+    strip(tagged_before, tagged_after);
+    return out;
+  }
+  // The SCAN pattern of every key of this rule.
+  std::string glob() const { return tagged_before + "*" + tagged_after; }
+};
+
 // The keys a lock keeps beside its name (a fair lock's queue, token keys, release latches, a permit
 // semaphore's zset, a reader's timeouts), as globs, from the library's description of every kind:
 // a key SCAN returns that matches one is folded into its lock, not shown as a lock of its own. A
@@ -110,22 +152,16 @@ std::vector<std::string> auxiliary_globs() {
   return out;
 }
 
-// The patterns (for PUBSUB CHANNELS) of the channels each kind's waiters listen on: those of a name
-// with a hash tag of its own, which also match the braced ones (`redisson_lock__channel:*`).
-std::vector<std::string> channel_patterns() {
-  std::vector<std::string> out;
-  const std::string name = "{\x01}";
-  for (auto k : {lock_kind::reentrant, lock_kind::mutex, lock_kind::read, lock_kind::semaphore, lock_kind::latch}) {
-    const std::string ch = describe(k, name).channel();
-    const auto at = ch.find(name);
-    out.push_back(ch.substr(0, at) + "*" + ch.substr(at + name.size()));
-  }
-  return out;
-}
-
 struct node_ref {
   client* c;
   std::string name;  // host:port on a cluster, else empty
+};
+
+// What one node's pass collects before the locks are complete: the queues and permit zsets seen
+// (their locks' names), and where each lock of the node is in the output.
+struct node_pass {
+  std::unordered_set<std::string> queues, zsets;
+  std::size_t first = 0;  // the node's first lock in the output
 };
 
 }  // namespace
@@ -136,7 +172,14 @@ struct lock_scanner::impl {
   std::optional<cluster_layout> layout;
   std::vector<std::unique_ptr<client>> masters, replicas;
   std::vector<std::string> aux = auxiliary_globs();
-  std::vector<std::string> channel_globs = channel_patterns();
+  name_rule queue_rule{[](const std::string& n) { return describe(lock_kind::fair, n).queue_key; }};
+  name_rule zset_rule{[](const std::string& n) { return describe(lock_kind::permit_semaphore, n).keys.at(1).key; }};
+  // The channels waiters listen on, per kind (the semaphore's serves the permit semaphore too).
+  name_rule lock_channel{[](const std::string& n) { return describe(lock_kind::reentrant, n).channel(); }};
+  name_rule rw_channel{[](const std::string& n) { return describe(lock_kind::read, n).channel(); }};
+  name_rule mutex_channel{[](const std::string& n) { return describe(lock_kind::mutex, n).channel(); }};
+  name_rule semaphore_channel{[](const std::string& n) { return describe(lock_kind::semaphore, n).channel(); }};
+  name_rule latch_channel{[](const std::string& n) { return describe(lock_kind::latch, n).channel(); }};
 
   explicit impl(const config& c) : cfg(c), routed(std::make_unique<client>(c)) {
     routed->ping();
@@ -165,137 +208,197 @@ struct lock_scanner::impl {
     return false;
   }
 
+  // Every key of `n` matching `match` (of `type` when not empty), a SCAN step at a time.
+  template <class Step>
+  void scan_keys(const node_ref& n, const std::string& match, const std::string& type, const scan_options& o,
+                 scan_cost& cost, Step step) {
+    const std::string count = std::to_string(o.count == 0 ? 1000 : o.count);
+    std::string cursor = "0";
+    do {
+      ++cost.commands;
+      command_args cmd{"SCAN", cursor, "MATCH", match, "COUNT", count};
+      if (!type.empty()) cmd.insert(cmd.end(), {"TYPE", type});
+      auto r = pipeline(*n.c, {std::move(cmd)});
+      auto& reply = r.front();
+      if (reply.is_error()) throw error(errc::server_error, "SCAN: " + reply.str);
+      if (!reply.is_array() || reply.elements.size() != 2) break;
+      cursor = reply.elements[0].str;
+      std::vector<std::string> keys;
+      keys.reserve(reply.elements[1].elements.size());
+      for (auto& k : reply.elements[1].elements) keys.push_back(std::move(k.str));
+      step(std::move(keys));
+    } while (cursor != "0");
+  }
+
+  void scan_node(const node_ref& n, const scan_options& o, scan_cost& cost, std::vector<found_lock>& out);
   void scan_batch(const node_ref& n, std::vector<std::string> keys, const scan_options& o, scan_cost& cost,
-                  std::vector<found_lock>& out);
+                  node_pass& pass, std::vector<found_lock>& out);
+  void complete(const node_ref& n, const scan_options& o, scan_cost& cost, node_pass& pass,
+                std::vector<found_lock>& out);
   std::unordered_map<std::string, long long> subscribers(scan_cost& cost);
 };
 
+void lock_scanner::impl::scan_node(const node_ref& n, const scan_options& o, scan_cost& cost,
+                                   std::vector<found_lock>& out) {
+  node_pass pass;
+  pass.first = out.size();
+  scan_keys(n, o.match, {}, o, cost, [&](std::vector<std::string> keys) {
+    cost.keys += keys.size();
+    scan_batch(n, std::move(keys), o, cost, pass, out);
+  });
+  // The queues and zsets of locks whose names the pattern matches do not match it themselves
+  // (`redisson_lock_queue:{NAME}`): unless it matched everything, one more SCAN of each, filtered
+  // by type on the server.
+  if (o.match != "*") {
+    for (auto* rule : {&queue_rule, &zset_rule}) {
+      auto& into = rule == &queue_rule ? pass.queues : pass.zsets;
+      scan_keys(n, rule->glob(), rule == &queue_rule ? "list" : "zset", o, cost, [&](std::vector<std::string> keys) {
+        cost.keys += keys.size();
+        for (const auto& k : keys)
+          for (auto& name : rule->names_of(k)) into.insert(std::move(name));
+      });
+    }
+  }
+  complete(n, o, cost, pass, out);
+}
+
+// A batch of names: PTTL and HSCAN of each (a lock is most often a hash; HSCAN gives all the fields
+// of a small one, a hash of crashed readers is counted later), GET of those that are strings.
 void lock_scanner::impl::scan_batch(const node_ref& n, std::vector<std::string> keys, const scan_options& o,
-                                    scan_cost& cost, std::vector<found_lock>& out) {
-  std::erase_if(keys, [&](const std::string& k) { return auxiliary(k); });
+                                    scan_cost& cost, node_pass& pass, std::vector<found_lock>& out) {
+  std::erase_if(keys, [&](const std::string& k) {
+    if (!auxiliary(k)) return false;
+    for (auto& name : queue_rule.names_of(k)) pass.queues.insert(std::move(name));
+    for (auto& name : zset_rule.names_of(k)) pass.zsets.insert(std::move(name));
+    return true;
+  });
   if (keys.empty()) return;
+  const std::string cap = std::to_string(std::max<std::size_t>(o.list_cap, 10));
   std::vector<command_args> first;
   first.reserve(keys.size() * 2);
   for (const auto& k : keys) {
-    first.push_back({"TYPE", k});
     first.push_back({"PTTL", k});
+    first.push_back({"HSCAN", k, "0", "COUNT", cap});
   }
   cost.commands += first.size();
   auto r1 = pipeline(*n.c, std::move(first));
-
-  // Second round: what each type needs. A hash: its first fields (all of a small one) and the
-  // fair lock's queue beside it; a string: its value and the permit semaphore's zset.
-  struct pending {
-    std::size_t key;
-    std::string type;
-    std::size_t at;  // first reply of its second round
-  };
-  std::vector<pending> todo;
+  std::vector<std::size_t> strings;
   std::vector<command_args> second;
-  const std::string cap = std::to_string(std::max<std::size_t>(o.list_cap, 10));
   for (std::size_t i = 0; i < keys.size(); ++i) {
-    const auto& type = r1[2 * i].str;
-    if (type != "hash" && type != "string") continue;
-    todo.push_back({i, type, second.size()});
-    if (type == "hash") {
-      second.push_back({"HSCAN", keys[i], "0", "COUNT", cap});
-      second.push_back({"LRANGE", describe(lock_kind::fair, keys[i]).queue_key, "0", std::to_string(o.list_cap)});
-    } else {
-      second.push_back({"GET", keys[i]});
-      second.push_back({"ZCARD", describe(lock_kind::permit_semaphore, keys[i]).keys.at(1).key});
+    const auto& ttl = r1[2 * i];
+    const auto& a = r1[2 * i + 1];
+    if (!ttl.is_integer() || ttl.integer == -2) continue;  // gone meanwhile
+    if (a.is_error()) {
+      if (a.str.rfind("WRONGTYPE", 0) == 0) {
+        strings.push_back(i);
+        second.push_back({"GET", keys[i]});
+      }
+      continue;
     }
+    if (!a.is_array() || a.elements.size() != 2 || !a.elements[1].is_array()) continue;
+    found_lock l;
+    l.ttl_ms = ttl.integer;
+    const auto& kv = a.elements[1].elements;
+    bool lock_like = !kv.empty();
+    for (std::size_t f = 0; f + 1 < kv.size(); f += 2) {
+      const auto& field = kv[f].str;
+      const auto& value = kv[f + 1].str;
+      if (!is_lock_hash_entry(field, value)) {
+        lock_like = false;  // an application's hash
+        break;
+      }
+      if (field == "mode") {
+        l.mode = value;
+        continue;
+      }
+      ++l.holder_count;
+      l.hold_count += whole_number(value).value_or(0);
+      if (l.holders.size() < o.list_cap) l.holders.push_back(field);
+    }
+    if (!lock_like) continue;
+    // A cursor that is not 0: more fields than one step returned (readers that crashed); counted
+    // in complete().
+    if (a.elements[0].str != "0") l.holder_count = -1;
+    l.name = keys[i];
+    l.node = n.name;
+    l.kind = l.mode.empty() ? "reentrant" : "read-write";
+    out.push_back(std::move(l));
   }
+  if (second.empty()) return;
   cost.commands += second.size();
   auto r2 = pipeline(*n.c, std::move(second));
-
-  // Third round, for the few that need it: a hash too big for one HSCAN step (readers that crashed,
-  // a field count), a queue longer than what LRANGE returned.
-  struct big {
-    std::size_t lock;  // index in out
-    bool hash, queue;
-    std::size_t at;
-  };
-  std::vector<big> more;
-  std::vector<command_args> third;
-  for (const auto& t : todo) {
-    const auto& name = keys[t.key];
+  for (std::size_t j = 0; j < strings.size(); ++j) {
+    const auto& v = r2[j];
+    if (!v.is_string()) continue;  // another type (a list, a set...), or gone
     found_lock l;
-    l.name = name;
+    l.name = keys[strings[j]];
     l.node = n.name;
-    l.ttl_ms = r1[2 * t.key + 1].is_integer() ? r1[2 * t.key + 1].integer : -2;
-    const auto& a = r2[t.at];
-    const auto& b = r2[t.at + 1];
-    if (t.type == "hash") {
-      if (!a.is_array() || a.elements.size() != 2 || !a.elements[1].is_array()) continue;
-      const auto& kv = a.elements[1].elements;
-      bool lock_like = true;
-      for (std::size_t i = 0; i + 1 < kv.size(); i += 2) {
-        const auto& f = kv[i].str;
-        const auto& v = kv[i + 1].str;
-        if (!is_lock_hash_entry(f, v)) {
-          lock_like = false;
-          break;
-        }
-        if (f == "mode") {
-          l.mode = v;
-          continue;
-        }
-        ++l.holder_count;
-        l.hold_count += whole_number(v).value_or(0);
-        if (l.holders.size() < o.list_cap) l.holders.push_back(f);
-      }
-      if (!lock_like) continue;  // an application's hash
-      const bool complete = a.elements[0].str == "0";
-      if (b.is_array()) {
-        for (const auto& e : b.elements)
-          if (l.queue.size() < o.list_cap) l.queue.push_back(e.str);
-        l.queue_length = static_cast<long long>(b.elements.size());
-      }
-      l.kind = !l.mode.empty() ? "read-write" : l.queue_length > 0 ? "fair" : "reentrant";
-      const bool long_queue = l.queue_length > static_cast<long long>(o.list_cap);
-      if (!complete || long_queue) {
-        more.push_back({out.size(), !complete, long_queue, third.size()});
-        if (!complete) {
-          third.push_back({"HLEN", name});
-          third.push_back({"HGET", name, "mode"});
-        }
-        if (long_queue) third.push_back({"LLEN", describe(lock_kind::fair, name).queue_key});
-      }
-      if (l.queue.size() > o.list_cap) l.queue.resize(o.list_cap);
+    l.ttl_ms = r1[2 * strings[j]].integer;
+    if (auto count = whole_number(v.str)) {
+      l.permits = *count;
+      l.kind = "semaphore or latch";  // a permit semaphore's zset, or the waiters, tell
     } else {
-      if (!a.is_string()) continue;
-      if (auto count = whole_number(a.str)) {
-        l.permits = *count;
-        if (b.is_integer() && b.integer > 0) {
-          l.kind = "permit-semaphore";
-          l.permits_out = b.integer;
-        } else {
-          l.kind = "semaphore or latch";  // the waiters tell, below
-        }
-      } else {
-        // A value that is no count is a mutex's token when it expires (every lock has a TTL); a
-        // string without one is an application's, not shown.
-        if (l.ttl_ms == -1) continue;
-        l.kind = "mutex";
-        l.holders.push_back(a.str);
-        l.holder_count = l.hold_count = 1;
-      }
+      // A value that is no count is a mutex's token when it expires (every lock has a TTL); a
+      // string without one is an application's, not shown.
+      if (l.ttl_ms == -1) continue;
+      l.kind = "mutex";
+      l.holders.push_back(v.str);
+      l.holder_count = l.hold_count = 1;
     }
     out.push_back(std::move(l));
   }
-  if (third.empty()) return;
-  cost.commands += third.size();
-  auto r3 = pipeline(*n.c, std::move(third));
-  for (const auto& m : more) {
-    auto& l = out[m.lock];
-    std::size_t at = m.at;
-    if (m.hash) {
-      const auto& mode = r3[at + 1];
-      if (mode.is_string()) l.mode = mode.str, l.kind = "read-write";
-      if (r3[at].is_integer()) l.holder_count = r3[at].integer - (l.mode.empty() ? 0 : 1);
-      at += 2;
+}
+
+// What the node's locks need once its SCAN is done: a fair lock's queue, a permit semaphore's
+// permits out, the fields of a hash too big for one HSCAN step.
+void lock_scanner::impl::complete(const node_ref& n, const scan_options& o, scan_cost& cost, node_pass& pass,
+                                  std::vector<found_lock>& out) {
+  struct todo {
+    std::size_t lock;
+    int what;  // 0 queue (LRANGE, LLEN), 1 zset (ZCARD), 2 big hash (HLEN, HGET mode)
+    std::size_t at;
+  };
+  std::vector<todo> work;
+  std::vector<command_args> cmds;
+  for (std::size_t i = pass.first; i < out.size(); ++i) {
+    auto& l = out[i];
+    if (l.kind == "reentrant" && pass.queues.count(l.name)) {
+      work.push_back({i, 0, cmds.size()});
+      const auto q = queue_rule(l.name);
+      cmds.push_back({"LRANGE", q, "0", std::to_string(o.list_cap == 0 ? 0 : o.list_cap - 1)});
+      cmds.push_back({"LLEN", q});
+    } else if (l.kind == "semaphore or latch" && pass.zsets.count(l.name)) {
+      work.push_back({i, 1, cmds.size()});
+      cmds.push_back({"ZCARD", zset_rule(l.name)});
     }
-    if (m.queue && r3[at].is_integer()) l.queue_length = r3[at].integer;
+    if (l.holder_count < 0) {
+      work.push_back({i, 2, cmds.size()});
+      cmds.push_back({"HLEN", l.name});
+      cmds.push_back({"HGET", l.name, "mode"});
+    }
+  }
+  if (cmds.empty()) return;
+  cost.commands += cmds.size();
+  auto r = pipeline(*n.c, std::move(cmds));
+  for (const auto& w : work) {
+    auto& l = out[w.lock];
+    if (w.what == 0) {
+      if (o.list_cap > 0 && r[w.at].is_array())
+        for (const auto& e : r[w.at].elements) l.queue.push_back(e.str);
+      l.queue_length = r[w.at + 1].is_integer() ? r[w.at + 1].integer : 0;
+      if (l.queue_length > 0) l.kind = "fair";
+    } else if (w.what == 1) {
+      if (r[w.at].is_integer() && r[w.at].integer > 0) {
+        l.kind = "permit-semaphore";
+        l.permits_out = r[w.at].integer;
+      }
+    } else {
+      if (r[w.at + 1].is_string()) {
+        l.mode = r[w.at + 1].str;
+        l.kind = "read-write";
+      }
+      l.holder_count = r[w.at].is_integer() ? r[w.at].integer - (l.mode.empty() ? 0 : 1) : 0;
+    }
   }
 }
 
@@ -303,9 +406,11 @@ void lock_scanner::impl::scan_batch(const node_ref& n, std::vector<std::string> 
 // on (any node of a cluster, replicas too), a sharded one (SSUBSCRIBE) on its slot's master.
 std::unordered_map<std::string, long long> lock_scanner::impl::subscribers(scan_cost& cost) {
   std::unordered_map<std::string, long long> out;
+  const std::vector<std::string> globs{lock_channel.glob(), rw_channel.glob(), mutex_channel.glob(),
+                                       semaphore_channel.glob(), latch_channel.glob()};
   auto ask = [&](client& c, bool sharded) {
     std::vector<command_args> lists;
-    for (const auto& p : channel_globs) lists.push_back({"PUBSUB", sharded ? "SHARDCHANNELS" : "CHANNELS", p});
+    for (const auto& p : globs) lists.push_back({"PUBSUB", sharded ? "SHARDCHANNELS" : "CHANNELS", p});
     cost.commands += lists.size();
     std::vector<reply> r;
     try {
@@ -353,39 +458,28 @@ std::vector<found_lock> lock_scanner::scan(const scan_options& o, scan_cost* cos
   const auto start = std::chrono::steady_clock::now();
   scan_cost c;
   std::vector<found_lock> out;
-  const std::string count = std::to_string(o.count == 0 ? 1000 : o.count);
   for (const auto& n : p_->nodes()) {
     ++c.masters;
-    std::string cursor = "0";
-    do {
-      ++c.commands;
-      auto r = pipeline(*n.c, {{"SCAN", cursor, "MATCH", o.match, "COUNT", count}});
-      const auto& step = r.front();
-      if (step.is_error()) throw error(errc::server_error, "SCAN: " + step.str);
-      if (!step.is_array() || step.elements.size() != 2) break;
-      cursor = step.elements[0].str;
-      std::vector<std::string> keys;
-      keys.reserve(step.elements[1].elements.size());
-      for (auto& k : step.elements[1].elements) keys.push_back(std::move(k.str));
-      c.keys += keys.size();
-      p_->scan_batch(n, std::move(keys), o, c, out);
-    } while (cursor != "0");
+    p_->scan_node(n, o, c, out);
   }
-  auto subs = p_->subscribers(c);
-  auto count_of = [&](lock_kind k, const std::string& name) {
-    auto it = subs.find(describe(k, name).channel());
-    return it == subs.end() ? 0LL : it->second;
-  };
-  for (auto& l : out) {
-    if (l.kind == "reentrant" || l.kind == "fair") l.waiters = count_of(lock_kind::reentrant, l.name) + l.queue_length;
-    else if (l.kind == "read-write") l.waiters = count_of(lock_kind::read, l.name);
-    else if (l.kind == "mutex") l.waiters = count_of(lock_kind::mutex, l.name);
-    else if (l.kind == "permit-semaphore") l.waiters = count_of(lock_kind::permit_semaphore, l.name);
-    else {
-      const auto sem = count_of(lock_kind::semaphore, l.name), latch = count_of(lock_kind::latch, l.name);
-      if (sem > 0 && latch == 0) l.kind = "semaphore";
-      else if (latch > 0 && sem == 0) l.kind = "latch";
-      l.waiters = sem + latch;
+  if (!out.empty()) {
+    auto subs = p_->subscribers(c);
+    auto count_of = [&](const name_rule& channel, const std::string& name) {
+      if (subs.empty()) return 0LL;
+      auto it = subs.find(channel(name));
+      return it == subs.end() ? 0LL : it->second;
+    };
+    for (auto& l : out) {
+      if (l.kind == "reentrant" || l.kind == "fair") l.waiters = count_of(p_->lock_channel, l.name) + l.queue_length;
+      else if (l.kind == "read-write") l.waiters = count_of(p_->rw_channel, l.name);
+      else if (l.kind == "mutex") l.waiters = count_of(p_->mutex_channel, l.name);
+      else if (l.kind == "permit-semaphore") l.waiters = count_of(p_->semaphore_channel, l.name);
+      else {
+        const auto sem = count_of(p_->semaphore_channel, l.name), latch = count_of(p_->latch_channel, l.name);
+        if (sem > 0 && latch == 0) l.kind = "semaphore";
+        else if (latch > 0 && sem == 0) l.kind = "latch";
+        l.waiters = sem + latch;
+      }
     }
   }
   c.took = std::chrono::steady_clock::now() - start;
