@@ -194,6 +194,16 @@ TEST_F(cli_exporter_test, every_kind_is_counted_with_its_holders_and_waiters_and
   EXPECT_EQ(body.find("orders"), std::string::npos) << "a lock name in the output";
   EXPECT_EQ(body.find("prefix="), std::string::npos) << "no prefix label unless asked";
 
+  // PATTERN selects by lock name; the fair lock's queue, whose key the pattern does not match,
+  // still makes it a fair lock with a waiter.
+  const int fair_only = start({"app:orders:f*"});
+  ASSERT_NE(fair_only, 0);
+  const auto some = scrape(fair_only);
+  EXPECT_EQ(sample(some, R"(redlease_redis_locks{kind="fair"})"), 1) << some;
+  EXPECT_EQ(sample(some, R"(redlease_redis_lock_waiters{kind="fair"})"), 1) << some;
+  EXPECT_EQ(sample(some, R"(redlease_redis_locks{kind="reentrant"})"), 0) << some;
+  EXPECT_EQ(sample(some, R"(redlease_redis_locks{kind="mutex"})"), 0) << some;
+
   // The oldest hold ages from one pass to the next: it is the same hold.
   const double first = sample(body, R"(redlease_redis_lock_oldest_hold_seconds{kind="mutex"})").value_or(0);
   scrape_until(port, [&](const std::string& b) {
