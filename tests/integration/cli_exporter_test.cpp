@@ -2,7 +2,8 @@
 // `redlease exporter`, the built binary run as a child process against a real redis-server and
 // scraped over HTTP as Prometheus would: every kind counted, held, with its holders and waiters;
 // prefix labels and their cap; no lock name in the output; up 0 (and no lock samples) while Redis is
-// down, 1 again when it is back; SIGTERM exits 0; the usage and unavailable statuses.
+// down, 1 again when it is back; scrapes that send Redis nothing; SIGTERM exits 0; the usage and
+// unavailable statuses.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -74,11 +75,12 @@ class cli_exporter_test : public lock_fixture {
     procs_.clear();
     lock_fixture::TearDown();
   }
-  // Starts `redlease exporter ARGS --redis URL --listen 127.0.0.1:0 --interval 1s` and returns the
-  // port it printed (0, a test failure, if it printed none).
-  int start(std::vector<std::string> args) {
+  // Starts `redlease exporter ARGS --redis URL --listen 127.0.0.1:0 --interval INTERVAL` and returns
+  // the port it printed (0, a test failure, if it printed none).
+  int start(std::vector<std::string> args, const std::string& interval = "1s") {
     args.insert(args.begin(), "exporter");
-    for (const char* a : {"--listen", "127.0.0.1:0", "--interval", "1s"}) args.emplace_back(a);
+    for (const char* a : {"--listen", "127.0.0.1:0", "--interval"}) args.emplace_back(a);
+    args.push_back(interval);
     args.push_back("--redis");
     args.push_back(server().url());
     const auto n = std::to_string(procs_.size());
@@ -300,6 +302,22 @@ TEST_F(cli_exporter_test, a_redis_that_stops_turns_up_to_0_and_drops_the_lock_sa
 
   ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
   EXPECT_EQ(p.wait(10000ms), 0) << p.err();
+}
+
+// Bounded cost: scrapes are served from the last pass and never cause one.
+TEST_F(cli_exporter_test, scrapes_send_no_command_to_redis) {
+  const auto scans = [&] {
+    const auto info = raw()({"INFO", "commandstats"}).str;
+    const auto at = info.find("cmdstat_scan:calls=");
+    return at == std::string::npos ? 0 : std::atoll(info.c_str() + at + 19);
+  };
+  // The long interval: the first pass (before the listener opens) is the only one in this test.
+  const int port = start({}, "1h");
+  ASSERT_NE(port, 0);
+  const auto after_first_pass = scans();
+  EXPECT_GE(after_first_pass, 1);
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(sample(scrape(port), "redlease_exporter_up"), 1);
+  EXPECT_EQ(scans(), after_first_pass);
 }
 
 TEST_F(cli_exporter_test, usage_errors_exit_64_and_an_unavailable_redis_or_port_69) {
