@@ -4,6 +4,7 @@
 // --interval and publishes a snapshot of aggregates; a scrape (prometheus::Exposer) turns the latest
 // snapshot into samples, so Redis sees one SCAN pass per interval whatever the scrape rate.
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <signal.h>
 
 #include <prometheus/collectable.h>
@@ -16,6 +17,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -338,8 +340,10 @@ class exporter final : public prometheus::Collectable {
     try {
       if (!scanner_) scanner_ = std::make_unique<lock_scanner>(cfg_);
       scan_cost cost;
-      auto found = scanner_->scan(scan_, &cost);
-      publish(aggregate(found, cost, start));
+      publish(aggregate(scanner_->scan(scan_, &cost), cost, start));
+      // The scan thread's heap does not shrink by itself: over 100k locks a pass peaks near 85 MB,
+      // and the exporter would sit on 105 MB between passes instead of 30.
+      ::malloc_trim(0);
       if (!last_error_.empty()) std::cerr << "redlease exporter: scan passes succeed again\n";
       last_error_.clear();
     } catch (const std::exception& e) {
@@ -392,8 +396,9 @@ class exporter final : public prometheus::Collectable {
         if (!labelled_.count(p)) p = other_prefix;
     }
 
-    // A hold is (kind, name, first holder): its first sight carries over from pass to pass while it lasts.
-    std::unordered_map<std::string, steady_clock::time_point> holds;
+    // A hold is (kind, name, first holder): its first sight carries over from pass to pass while it
+    // lasts. Kept by a hash of the three: a pass over 100k held locks would otherwise keep 100k names.
+    std::unordered_map<std::size_t, steady_clock::time_point> holds;
     for (std::size_t i = 0; i < found.size(); ++i) {
       const auto& l = found[i];
       const std::string kind = kind_label(l.kind);
@@ -405,9 +410,10 @@ class exporter final : public prometheus::Collectable {
         g.without_expiry = l.ttl_ms == -1 ? 1 : 0;
         std::string id = kind;
         id.append(1, '\0').append(l.name).append(1, '\0').append(l.holders.empty() ? "" : l.holders.front());
-        auto it = holds_.find(id);
+        const auto key = std::hash<std::string>{}(id);
+        auto it = holds_.find(key);
         g.oldest = it != holds_.end() ? it->second : now;
-        holds.emplace(std::move(id), *g.oldest);
+        holds.emplace(key, *g.oldest);
       }
       g.waiters = l.waiters;
       if (l.permits > 0) g.permits = l.permits;
@@ -430,7 +436,7 @@ class exporter final : public prometheus::Collectable {
   label_mode mode_;
   // The scan thread's own (the first pass's before it starts).
   std::unique_ptr<lock_scanner> scanner_;
-  std::unordered_map<std::string, steady_clock::time_point> holds_;
+  std::unordered_map<std::size_t, steady_clock::time_point> holds_;
   std::unordered_set<std::string> labelled_;  // the prefixes with a label of their own
   long long errors_ = 0;
   std::optional<double> last_success_unix_;
