@@ -2,8 +2,10 @@
 // The `redlease` binary against a Redis Cluster (3 masters + 3 replicas, tests/support/cluster_rig.hpp),
 // one rig for the whole binary, pointed at a node that does not serve the lock: `run` takes the lock
 // on its slot's master, `status` names that master and the slot, `unlock --force` deletes it there,
-// and `doctor` checks every master and the cluster's settings.
+// `doctor` checks every master and the cluster's settings, and (with Prometheus support) `exporter`
+// scans every master.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <fstream>
@@ -15,6 +17,7 @@
 
 #include "cli_process.hpp"
 #include "cluster_suite.hpp"
+#include "exporter_scrape.hpp"
 #include "redis_fixture.hpp"
 #include "redlease/redlease.hpp"
 
@@ -221,6 +224,44 @@ TEST_F(cli_cluster_test, cluster_no_talks_to_one_node_and_doctor_says_so) {
   EXPECT_NE(r.out.find("drop ?cluster=no"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("cluster.coverage"), std::string::npos) << r.out;
 }
+
+#ifdef REDLEASE_CLI_EXPORTER
+// `redlease exporter` pointed at one master scans every master: each one's locks under its node with
+// --by-node, and a waiter subscribed on another node than the lock's counted.
+TEST_F(cli_cluster_test, exporter_scans_every_master) {
+  const auto masters = rig_->masters();
+  client c{cfg_at("redis://127.0.0.1:" + std::to_string(masters[0]))};
+  std::vector<detail::lock_handle> held;
+  for (auto m : masters) {
+    held.emplace_back(c.lock(name_on(m, "exp:lock")));
+    held.back().lock();
+  }
+  client waiter{cfg_at("redis://127.0.0.1:" + std::to_string(masters[2]))};
+  auto sub = waiter.subscribe(describe(lock_kind::reentrant, name_on(masters[0], "exp:lock")).channel(),
+                              [](std::string_view, std::string_view) {});
+  cli_process p(REDLEASE_CLI_PATH,
+                {"exporter", "exp:*", "--by-node", "--listen", "127.0.0.1:0", "--interval", "1s", "--redis",
+                 "redis://127.0.0.1:" + std::to_string(masters[1])},
+                {}, dir_.path("exporter.out"), dir_.path("exporter.err"));
+  const std::string marker = "listening on http://127.0.0.1:";
+  for (int i = 0; i < 200 && p.out().find(marker) == std::string::npos && p.running(); ++i)
+    std::this_thread::sleep_for(50ms);
+  const auto out = p.out();
+  ASSERT_NE(out.find(marker), std::string::npos) << out << p.err();
+  const int port = std::atoi(out.c_str() + out.find(marker) + marker.size());
+  std::string body;
+  for (int i = 0; i < 100 && sample(body = scrape(port), R"(redlease_redis_lock_waiters{kind="reentrant"})") != 1; ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(sample(body, R"(redlease_redis_lock_waiters{kind="reentrant"})"), 1) << body;
+  EXPECT_EQ(sample(body, R"(redlease_redis_locks_held{kind="reentrant"})"), 3) << body;
+  for (auto m : masters)
+    EXPECT_EQ(sample(body, R"(redlease_redis_locks{kind="reentrant",node=")" + node(m) + "\"}"), 1) << body;
+  EXPECT_EQ(body.find("exp:"), std::string::npos) << body;
+  ASSERT_EQ(::kill(p.pid(), SIGTERM), 0);
+  EXPECT_EQ(p.wait(10s), 0) << p.err();
+  for (auto& l : held) l.unlock();
+}
+#endif
 
 }  // namespace
 }  // namespace redlease::test
