@@ -125,5 +125,7 @@ void setup_doctor(CLI::App& app, action_t& action);
 void setup_semaphore(CLI::App& app, action_t& action);
 /// `redlease latch NAME ACTION` (cli_latch.cpp).
 void setup_latch(CLI::App& app, action_t& action);
+/// `redlease top [PATTERN]` (cli_top.cpp).
+void setup_top(CLI::App& app, action_t& action);
 
 }  // namespace redlease::cli

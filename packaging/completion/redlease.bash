@@ -12,11 +12,11 @@ _redlease() {
     prev=${COMP_WORDS[COMP_CWORD - 2]}
   fi
   [[ $cur == = ]] && cur=""
-  local commands="run status unlock doctor demo semaphore latch"
+  local commands="run status unlock doctor demo semaphore latch top"
   local connection="--redis --cacert --cert --key --sni --tls --insecure --sentinel-password"
   # The options that take a value (the next word); --opt=value is one word.
   local valued="--redis --cacert --cert --key --sni --sentinel-password --wait --lease --watchdog-timeout
-                --kill-after --ttl --acl-user --permits"
+                --kill-after --ttl --acl-user --permits --interval --max-load --sort --kind --limit"
   COMPREPLY=()
 
   # The subcommand: the first word that is no option. Then its positional arguments, in order.
@@ -59,8 +59,17 @@ _redlease() {
       mapfile -t COMPREPLY < <(compgen -A hostname -- "$cur")
       return 0
       ;;
-    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user | --permits)
-      return 0  # a URL, a secret, a duration (5s, 2m, 1h), a user: nothing to offer
+    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user | --permits |\
+      --interval | --max-load | --limit)
+      return 0  # a URL, a secret, a duration (5s, 2m, 1h), a user, a number: nothing to offer
+      ;;
+    --sort)
+      mapfile -t COMPREPLY < <(compgen -W "age name ttl waiters holders kind" -- "$cur")
+      return 0
+      ;;
+    --kind)
+      mapfile -t COMPREPLY < <(compgen -W "reentrant fair read-write mutex semaphore permit-semaphore latch" -- "$cur")
+      return 0
       ;;
   esac
 
@@ -76,6 +85,7 @@ _redlease() {
     unlock) options="--help --force $connection" ;;
     doctor) options="--help $connection --json --acl-user --probe" ;;
     demo) options="--help $connection" ;;
+    top) options="--help $connection --interval --max-load --sort --reverse --kind --limit --once --json" ;;
     semaphore | latch)
       # redlease semaphore NAME ACTION [N]; an action's own option only once the action is known.
       if [[ $cmd == semaphore ]]; then
