@@ -32,6 +32,7 @@
 #include "redlease/version.hpp"
 #include "redlease_lua.hpp"
 #include "redlock_bench.hpp"
+#include "scan_bench.hpp"
 #include "semaphore_bench.hpp"
 #include "watchdog_support.hpp"
 
@@ -1175,6 +1176,16 @@ int run_bench(options opt) {
                               x.fake_uuid, 10000, window, {}},
                              x.floor_rtt_us);
 
+  // The scan pass of top and the exporter (issue 41, bench/scan_bench.cpp): this run's server.
+  {
+    const std::string name = opt.quick ? "T1-scan-10k" : "T1-scan-100k";
+    want(name);
+    attempt(name, [&, name] {
+      return bench::scan_pass({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json, {}, {}, x.fake_uuid, 0, 0, {}},
+                              name, opt.quick ? 10000 : 100000);
+    });
+  }
+
   // RedLock (issue 38, bench/redlock_bench.cpp): private servers of its own, ceilings of its own.
   for (auto& n : bench::redlock_case_names()) want(n);
   bench::run_redlock_cases({x.cfg, x.prefix, x.case_s, x.warm_s, x.ceiling_s, opt.json,
@@ -1230,7 +1241,7 @@ void setup_bench(CLI::App& cmd, action_t& action) {
   cmd.add_option("--only", opt->only, "Run only these cases (comma-separated names or prefixes, e.g. B2,B3t; "
                                       "RedLock: R1-single, R1-redlock-1, -3, -3-one-thread, -5, B2-async-redlock-3; semaphores: "
                                       "B5-sem-sync, B5-sem-sync-raw, B5-sem-async, B5-sem-handoff, B5-permits-watchdog; the metrics' "
-                                      "cost: B1-metrics, B2-async-metrics); "
+                                      "cost: B1-metrics, B2-async-metrics; top's and the exporter's scan: T1-scan); "
                                       "the ceiling always runs");
   cmd.add_option("--seconds", opt->seconds, "Measuring time per case (default 3, --quick 1)")->check(CLI::PositiveNumber);
   cmd.add_flag("--no-sync-lane", opt->no_sync_lane,
