@@ -165,7 +165,8 @@ std::string lock_json(const found_lock& l) {
     return out + "]";
   };
   std::string out = "{\"lock\":" + json_string(l.name) + ",\"kind\":" + json_string(l.kind) +
-                    ",\"node\":" + json_string(l.node) + ",\"ttl_ms\":" + std::to_string(l.ttl_ms) +
+                    (l.node.empty() ? std::string() : ",\"node\":" + json_string(l.node)) +
+                    ",\"ttl_ms\":" + std::to_string(l.ttl_ms) +
                     ",\"holders\":" + list(l.holders) + ",\"holder_count\":" + std::to_string(l.holder_count) +
                     ",\"hold_count\":" + std::to_string(l.hold_count);
   if (!l.mode.empty()) out += ",\"mode\":" + json_string(l.mode);
