@@ -97,39 +97,6 @@ class raw_terminal {
   termios saved_{};
 };
 
-enum class key { none, up, down, escape, enter, backspace, ch };
-struct key_press {
-  key k = key::none;
-  char c = 0;
-};
-
-// The keys in what a read returned: arrows are ESC [ A / ESC O A; an ESC alone is Esc.
-std::vector<key_press> decode_keys(const std::string& in) {
-  std::vector<key_press> out;
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    const char c = in[i];
-    if (c == '\x1b') {
-      if (i + 2 < in.size() && (in[i + 1] == '[' || in[i + 1] == 'O')) {
-        const char f = in[i + 2];
-        i += 2;
-        if (f == 'A') out.push_back({key::up});
-        else if (f == 'B') out.push_back({key::down});
-        else
-          while (i < in.size() && !(in[i] >= '@' && in[i] <= '~' && in[i] != '[')) ++i;  // another sequence
-        continue;
-      }
-      out.push_back({key::escape});
-    } else if (c == '\r' || c == '\n') {
-      out.push_back({key::enter});
-    } else if (c == 0x7f || c == 0x08) {
-      out.push_back({key::backspace});
-    } else {
-      out.push_back({key::ch, c});
-    }
-  }
-  return out;
-}
-
 const char* const help_line =
     "q quit  s sort  r reverse  / filter  k kind  c clear  up/down select  u force-unlock";
 
@@ -172,9 +139,7 @@ class live_view {
  private:
   enum class mode { browse, filter, confirm };
 
-  // One pass; returns when the next may start. The pause is measured on the pass itself, not
-  // announced: a pass that took T keeps the server busy for T, so waiting (100 / max-load) x T
-  // after it keeps top's share under max-load percent whatever the keyspace's size.
+  // One pass; returns when the next may start (pass_pause: the pass's own duration spaces them).
   clock::time_point pass() {
     const auto t0 = clock::now();
     try {
@@ -188,8 +153,7 @@ class live_view {
     }
     const auto end = clock::now();
     took_ = end - t0;
-    const auto capped = std::chrono::duration_cast<clock::duration>(took_ * (100.0 / max_load_));
-    pause_ = std::max<clock::duration>(interval_, capped);
+    pause_ = pass_pause(interval_, took_, max_load_);
     return end + pause_;
   }
 

@@ -135,6 +135,40 @@ std::vector<const found_lock*> select_rows(const std::vector<found_lock>& pass, 
   return rows;
 }
 
+std::chrono::steady_clock::duration pass_pause(std::chrono::milliseconds interval,
+                                               std::chrono::steady_clock::duration took, double max_load_pct) {
+  // A pass that took T kept the server busy about T (measured, not estimated: the keyspace's size
+  // and the server's speed are in it); resting (100 / pct) x T after it keeps the share under pct.
+  const auto rest = std::chrono::duration_cast<std::chrono::steady_clock::duration>(took * (100.0 / max_load_pct));
+  return std::max<std::chrono::steady_clock::duration>(interval, rest);
+}
+
+std::vector<key_press> decode_keys(std::string_view in) {
+  std::vector<key_press> out;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const char c = in[i];
+    if (c == '\x1b') {
+      if (i + 2 < in.size() && (in[i + 1] == '[' || in[i + 1] == 'O')) {
+        const char f = in[i + 2];
+        i += 2;
+        if (f == 'A') out.push_back({key::up});
+        else if (f == 'B') out.push_back({key::down});
+        else  // another sequence (a function key, PgUp): up to its final byte
+          while (i < in.size() && !(in[i] >= '@' && in[i] <= '~')) ++i;
+        continue;
+      }
+      out.push_back({key::escape});
+    } else if (c == '\r' || c == '\n') {
+      out.push_back({key::enter});
+    } else if (c == 0x7f || c == 0x08) {
+      out.push_back({key::backspace});
+    } else {
+      out.push_back({key::ch, c});
+    }
+  }
+  return out;
+}
+
 std::string format_age(std::chrono::steady_clock::duration d) {
   long long s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
   std::string t;

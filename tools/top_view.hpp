@@ -56,6 +56,21 @@ bool kind_matches(const found_lock& l, const std::string& kind);
 std::vector<const found_lock*> select_rows(const std::vector<found_lock>& pass, const view_filter& f,
                                            const age_tracker* ages, age_tracker::clock::time_point now);
 
+/// The pause after a pass that took `took`: at least `interval`, and (100 / `max_load_pct`) x
+/// `took`, so that passes keep the server busy at most `max_load_pct` percent of the time.
+std::chrono::steady_clock::duration pass_pause(std::chrono::milliseconds interval,
+                                               std::chrono::steady_clock::duration took, double max_load_pct);
+
+/// A key of the live view.
+enum class key { none, up, down, escape, enter, backspace, ch };
+struct key_press {
+  key k = key::none;
+  char c = 0;  ///< key::ch's character
+};
+/// The keys in what a read of the terminal returned: arrows are ESC [ A / ESC O A (other escape
+/// sequences are skipped); an ESC followed by no '[' or 'O' is Esc.
+std::vector<key_press> decode_keys(std::string_view in);
+
 /// "≥12s", "≥3m5s", "≥1h2m".
 std::string format_age(std::chrono::steady_clock::duration d);
 /// The header of the table, NODE included on a cluster.

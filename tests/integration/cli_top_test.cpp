@@ -59,6 +59,22 @@ class cli_top_test : public lock_fixture {
   }
   std::string url() { return server().url(); }
   bool exists(const std::string& key) { return raw()({"EXISTS", key}).integer == 1; }
+  // A shell command for tmux: top with `args`, then top's exit status and the terminal's modes,
+  // saved for expect_quit_and_restored().
+  std::string top_then_stty(const std::string& args) {
+    return std::string(REDLEASE_CLI_PATH) + " top " + args + " --redis " + url() + "; echo $? > " + dir_.path("rc") +
+           "; stty -a > " + dir_.path("stty");
+  }
+  // top exited 0 and left the terminal as it found it: canonical mode and echo back on.
+  template <class Session>
+  void expect_quit_and_restored(Session& t) {
+    ASSERT_TRUE(eventually([&] { return !t.alive(); }, 10000ms)) << t.capture();
+    EXPECT_EQ(read_whole_file(dir_.path("rc")), "0\n");
+    const std::string modes = read_whole_file(dir_.path("stty"));
+    EXPECT_NE(modes.find(" icanon"), std::string::npos) << modes;
+    EXPECT_NE(modes.find(" echo "), std::string::npos) << modes;
+    EXPECT_EQ(modes.find("-icanon"), std::string::npos) << modes;
+  }
 
   scratch_dir dir_{"redlease-cli-top"};
 };
@@ -226,6 +242,7 @@ class tmux_session {
 
 bool has(const std::string& screen, const std::string& text) { return screen.find(text) != std::string::npos; }
 
+// A shell command for tmux: top with `args`, then its exit status and the terminal's modes, saved.
 TEST_F(cli_top_test, live_view_sorts_selects_and_force_unlocks_in_a_terminal) {
   ASSERT_EQ(shell("command -v tmux").first, 0) << "tmux is required (scripts/install-deps.sh installs it)";
   client c{cfg()};
@@ -236,13 +253,13 @@ TEST_F(cli_top_test, live_view_sorts_selects_and_force_unlocks_in_a_terminal) {
   // A terminal escape in a name is shown escaped, never sent to the terminal.
   auto evil = c.lock("t:\x1b]0;pwned\x07zz");
   evil.lock();
-  const std::string rc = dir_.path("rc"), stty = dir_.path("stty");
-  tmux_session t(std::string(REDLEASE_CLI_PATH) + " top 't:*' --interval 100ms --redis " + url() + "; echo $? > " +
-                 rc + "; stty -a > " + stty);
+  tmux_session t(top_then_stty("'t:*' --interval 100ms"));
   ASSERT_TRUE(t.started()) << t.start_error();
   ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "t:alpha") && has(s, "t:beta"); })) << t.capture();
   EXPECT_TRUE(has(t.capture(), "t:\\x1b]0;pwned\\x07zz")) << t.capture();
   EXPECT_TRUE(has(t.capture(), "sort age")) << t.capture();
+  // The header says what a pass cost and the pause it sets (at least --interval).
+  EXPECT_TRUE(has(t.capture(), " keys ") && has(t.capture(), " ms on 1 master, every ")) << t.capture();
   t.keys("s");
   ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "sort name"); })) << t.capture();
   // By name: t:\x1b..., t:alpha, t:beta; the first row is selected, two downs reach t:beta.
@@ -268,15 +285,22 @@ TEST_F(cli_top_test, live_view_sorts_selects_and_force_unlocks_in_a_terminal) {
   ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "filter \"alp\"") && !has(s, "pwned"); }))
       << t.capture();
   t.keys("q");
-  ASSERT_TRUE(eventually([&] { return !t.alive(); }, 10000ms)) << t.capture();
-  EXPECT_EQ(read_whole_file(rc), "0\n");
-  // The terminal is as top found it: canonical mode and echo back on.
-  const std::string modes = read_whole_file(stty);
-  EXPECT_NE(modes.find(" icanon"), std::string::npos) << modes;
-  EXPECT_NE(modes.find(" echo "), std::string::npos) << modes;
-  EXPECT_EQ(modes.find("-icanon"), std::string::npos) << modes;
+  expect_quit_and_restored(t);
   alpha.unlock();
   evil.unlock();
+}
+
+TEST_F(cli_top_test, ctrl_c_quits_and_restores_the_terminal) {
+  ASSERT_EQ(shell("command -v tmux").first, 0) << "tmux is required (scripts/install-deps.sh installs it)";
+  client c{cfg()};
+  auto l = c.lock("t:held");
+  l.lock();
+  tmux_session t(top_then_stty("--interval 100ms"));
+  ASSERT_TRUE(t.started()) << t.start_error();
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "t:held"); })) << t.capture();
+  t.keys("C-c");
+  expect_quit_and_restored(t);
+  l.unlock();
 }
 
 }  // namespace
