@@ -37,7 +37,8 @@ struct top_options {
   double max_load = 5;
 };
 
-// The signals top ends on (and SIGWINCH) reach the loop through a pipe: a handler may do no more.
+// The signals top ends on (and SIGWINCH, SIGTSTP) reach the loop through a pipe: a handler may do
+// no more.
 int signal_pipe[2] = {-1, -1};
 extern "C" void on_signal(int sig) {
   const int saved = errno;
@@ -47,7 +48,7 @@ extern "C" void on_signal(int sig) {
 }
 
 // The terminal in top's mode for as long as it lives: no echo, keys as they come, the alternate
-// screen, no cursor; restored however top ends (quit, signal, exception).
+// screen, no cursor; restored however top ends (quit, signal, exception), and while it is stopped.
 class raw_terminal {
  public:
   raw_terminal() {
@@ -57,21 +58,26 @@ class raw_terminal {
     ::sigemptyset(&sa.sa_mask);
     for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &sa, &old_[i]);
     ::tcgetattr(STDIN_FILENO, &saved_);
-    termios raw = saved_;
-    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);  // ISIG stays: Ctrl-C is SIGINT, handled above
-    raw.c_iflag &= ~static_cast<tcflag_t>(IXON | ICRNL);
-    raw.c_cc[VMIN] = 0;
-    raw.c_cc[VTIME] = 0;
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
-    put("\x1b[?1049h\x1b[?25l");
+    enter();
   }
   ~raw_terminal() {
-    put("\x1b[0m\x1b[?25h\x1b[?1049l");
-    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_);
+    leave();
     for (std::size_t i = 0; i < signals_.size(); ++i) ::sigaction(signals_[i], &old_[i], nullptr);
     ::close(signal_pipe[0]);
     ::close(signal_pipe[1]);
     signal_pipe[0] = signal_pipe[1] = -1;
+  }
+  // Ctrl-Z: the shell gets its terminal back as it was, and top its mode when continued (the shell
+  // does not put it back).
+  void suspend() {
+    leave();
+    struct sigaction dfl {}, mine {};
+    dfl.sa_handler = SIG_DFL;
+    ::sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGTSTP, &dfl, &mine);
+    ::raise(SIGTSTP);  // returns once continued
+    ::sigaction(SIGTSTP, &mine, nullptr);
+    enter();
   }
   raw_terminal(const raw_terminal&) = delete;
   raw_terminal& operator=(const raw_terminal&) = delete;
@@ -92,8 +98,22 @@ class raw_terminal {
   }
 
  private:
-  static constexpr std::array<int, 4> signals_{SIGINT, SIGTERM, SIGHUP, SIGWINCH};
-  std::array<struct sigaction, 4> old_{};
+  void enter() {
+    termios raw = saved_;
+    raw.c_lflag &= ~static_cast<tcflag_t>(ICANON | ECHO);  // ISIG stays: Ctrl-C is SIGINT, handled above
+    raw.c_iflag &= ~static_cast<tcflag_t>(IXON | ICRNL);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &raw);
+    put("\x1b[?1049h\x1b[?25l");
+  }
+  void leave() {
+    put("\x1b[0m\x1b[?25h\x1b[?1049l");
+    ::tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_);
+  }
+
+  static constexpr std::array<int, 5> signals_{SIGINT, SIGTERM, SIGHUP, SIGWINCH, SIGTSTP};
+  std::array<struct sigaction, 5> old_{};
   termios saved_{};
 };
 
@@ -122,8 +142,10 @@ class live_view {
       if (fds[1].revents & POLLIN) {
         char sig[16];
         auto got = ::read(signal_pipe[0], sig, sizeof sig);
-        for (ssize_t i = 0; i < got; ++i)
-          if (sig[i] != SIGWINCH) return exit_code::ok;  // SIGWINCH: the next draw reads the new size
+        for (ssize_t i = 0; i < got; ++i) {
+          if (sig[i] == SIGTSTP) term.suspend();
+          else if (sig[i] != SIGWINCH) return exit_code::ok;  // SIGWINCH: the next draw reads the new size
+        }
       }
       if (fds[0].revents & (POLLHUP | POLLERR)) return exit_code::ok;
       if (fds[0].revents & POLLIN) {
@@ -353,9 +375,9 @@ void setup_top(CLI::App& app, action_t& action) {
       "permits, a permit semaphore's permits out, a latch's count).\n"
       "A pass waits at least the larger of --interval and (100 / --max-load) times the last pass's\n"
       "duration, so that top keeps the server busy less than --max-load percent of the time.\n"
-      "Keys: q quit (also Ctrl-C); s next sort key; r reverse; / filter by a substring of the name\n"
-      "(Enter apply, Esc cancel); k next kind; c clear the filters; up/down select; u force-unlock the\n"
-      "selected lock (asks; only y proceeds).\n"
+      "Keys: q quit (also Ctrl-C; Ctrl-Z suspends); s next sort key; r reverse; / filter by a substring of\n"
+      "the name (Enter apply, Esc cancel); k next kind; c clear the filters; up/down select; u force-unlock\n"
+      "the selected lock (asks; only y proceeds).\n"
       "Plain output (one pass, then exit) with --once, --json, or when stdout or stdin is not a terminal.\n"
       "Exit status: 0 done (quit); 64 usage; 69 Redis unavailable (unreachable, authentication, TLS, no\n"
       "Sentinel, not Redis); 78 the ACL user may not run a command top sends (SCAN, TYPE, ...) or it is\n"
