@@ -343,6 +343,9 @@ int top(const top_options& o) {
   f.sort = parse_sort_key(o.sort).value_or(sort_key::age);
   f.reverse = o.reverse;
   const auto interval = parse_duration(o.interval).value_or(milliseconds(1000));
+  // Faster than a screen is read, top would only redraw and scan for nothing.
+  if (interval < milliseconds(100))
+    throw error(errc::invalid_argument, "--interval " + o.interval + ": at least 100ms", error::whole_message);
   lock_scanner scanner{make_config(o.url.empty() ? default_url() : o.url)};
   if (!o.once && !o.json && ::isatty(STDOUT_FILENO) && ::isatty(STDIN_FILENO))
     return live_view(scanner, o, interval, std::move(f)).run();
@@ -385,7 +388,7 @@ void setup_top(CLI::App& app, action_t& action) {
       top);
   cmd->add_option("pattern", o->pattern, "Glob over the lock names (default: *)");
   add_connection_flags(cmd, o->url);
-  cmd->add_option("--interval", o->interval, "Time between passes (default: 1s; see --max-load)")
+  cmd->add_option("--interval", o->interval, "Time between passes, at least 100ms (default: 1s; see --max-load)")
       ->check(duration_validator());
   cmd->add_option("--max-load", o->max_load,
                   "Percent of the server's time top may take at most: passes are spaced accordingly (default: 5)")

@@ -207,6 +207,9 @@ TEST_F(cli_top_test, usage_and_unavailable) {
   EXPECT_EQ(run({"top", "--kind", "bogus", "--once"}).status, 64);
   EXPECT_EQ(run({"top", "--max-load", "0", "--once"}).status, 64);
   EXPECT_EQ(run({"top", "--interval", "5x", "--once"}).status, 64);
+  auto fast = run({"top", "--interval", "10ms", "--once"});
+  EXPECT_EQ(fast.status, 64);
+  EXPECT_NE(fast.err.find("at least 100ms"), std::string::npos) << fast.err;
   auto down = run({"top", "--once", "--redis", "redis://127.0.0.1:1"});
   EXPECT_EQ(down.status, 69) << down.err;
   auto help = run({"top", "--help"});
