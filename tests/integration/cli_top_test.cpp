@@ -232,6 +232,9 @@ class tmux_session {
   std::string capture() { return shell("tmux -L " + socket_ + " capture-pane -p -t top").second; }
   void keys(const std::string& k) { shell("tmux -L " + socket_ + " send-keys -t top " + k); }
   bool alive() { return shell("tmux -L " + socket_ + " has-session -t top").first == 0; }
+  void resize(int columns, int rows) {
+    shell("tmux -L " + socket_ + " resize-window -t top -x " + std::to_string(columns) + " -y " + std::to_string(rows));
+  }
   /// Polls the pane until `cond(screen)` holds (true) or 10 s pass (false).
   bool wait_for(const std::function<bool(const std::string&)>& cond) {
     return eventually([&] { return cond(capture()); }, 10000ms);
@@ -304,6 +307,25 @@ TEST_F(cli_top_test, ctrl_c_quits_and_restores_the_terminal) {
   t.keys("C-c");
   expect_quit_and_restored(t);
   l.unlock();
+}
+
+// As many rows as the terminal has, following its resizes (SIGWINCH); the selection stays on screen.
+TEST_F(cli_top_test, the_view_fits_the_terminal_and_follows_its_resizes) {
+  ASSERT_EQ(shell("command -v tmux").first, 0) << "tmux is required (scripts/install-deps.sh installs it)";
+  for (int i = 0; i < 30; ++i) {
+    const std::string name = std::string("r:") + (i < 10 ? "0" : "") + std::to_string(i);
+    raw()({"SET", name, "token", "PX", "60000"});
+  }
+  tmux_session t(top_then_stty("'r:*' --sort name --interval 100ms"));
+  ASSERT_TRUE(t.started()) << t.start_error();
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "r:00") && has(s, "r:29"); })) << t.capture();
+  // 12 lines: the title, the header, 8 rows, the status and the help.
+  t.resize(160, 12);
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "r:07") && !has(s, "r:08"); })) << t.capture();
+  t.keys("Down Down Down Down Down Down Down Down Down Down");
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "r:10") && !has(s, "r:02"); })) << t.capture();
+  t.keys("q");
+  expect_quit_and_restored(t);
 }
 
 }  // namespace
