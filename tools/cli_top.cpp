@@ -130,6 +130,7 @@ class live_view {
 
   int run() {
     raw_terminal term;
+    draw();  // "scanning...": a first pass over a large keyspace takes a while
     auto next_pass = clock::now();
     for (;;) {
       if (clock::now() >= next_pass) next_pass = pass();
