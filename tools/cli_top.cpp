@@ -206,10 +206,11 @@ class live_view {
     std::size_t sel_index = 0;
     for (std::size_t i = 0; i < shown.size(); ++i) {
       if (shown[i] == sel) sel_index = i;
-      cells.push_back(table_cells(*shown[i], cluster, format_age(ages_.age(*shown[i], now))));
+      // One holder a row: a screen has no room for a list of 38-character owner fields.
+      cells.push_back(table_cells(*shown[i], cluster, format_age(ages_.age(*shown[i], now)), 1));
     }
     selected_index_ = sel_index;
-    auto lines = layout_rows(cells, 40);
+    auto lines = layout_rows(cells, 48);
     const std::size_t room = height > 4 ? height - 4 : 1;  // title, header, status, help
     // The selected row stays on screen: the table scrolls under it.
     if (sel_index < top_) top_ = sel_index;

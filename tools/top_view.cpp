@@ -31,12 +31,13 @@ long long ttl_rank(long long ttl_ms) {
   return ttl_ms == -1 ? LLONG_MAX - 1 : LLONG_MAX;
 }
 
-std::string holders_cell(const found_lock& l) {
+std::string holders_cell(const found_lock& l, std::size_t max_holders) {
   if (l.holders.empty()) return "-";
+  const std::size_t shown = std::min(max_holders, l.holders.size());
   std::string out;
-  for (std::size_t i = 0; i < l.holders.size(); ++i) out += (i ? ", " : "") + printable(l.holders[i], true);
-  if (l.holder_count > static_cast<long long>(l.holders.size()))
-    out += " +" + std::to_string(l.holder_count - static_cast<long long>(l.holders.size())) + " more";
+  for (std::size_t i = 0; i < shown; ++i) out += (i ? ", " : "") + printable(l.holders[i], true);
+  const long long more = std::max(l.holder_count, static_cast<long long>(l.holders.size())) - static_cast<long long>(shown);
+  if (more > 0) out += " +" + std::to_string(more) + " more";
   return out;
 }
 
@@ -184,8 +185,9 @@ std::vector<std::string> table_header(bool cluster) {
   return h;
 }
 
-std::vector<std::string> table_cells(const found_lock& l, bool cluster, const std::string& age) {
-  std::vector<std::string> c{printable(l.name, true), printable(l.kind),     holders_cell(l),   holds_cell(l),
+std::vector<std::string> table_cells(const found_lock& l, bool cluster, const std::string& age,
+                                     std::size_t max_holders) {
+  std::vector<std::string> c{printable(l.name, true), printable(l.kind),     holders_cell(l, max_holders), holds_cell(l),
                              format_ttl(l.ttl_ms),    age.empty() ? "-" : age, std::to_string(l.waiters),
                              detail_cell(l)};
   if (cluster) c.insert(c.end() - 1, printable(l.node, true));

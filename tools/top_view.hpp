@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -76,8 +77,9 @@ std::string format_age(std::chrono::steady_clock::duration d);
 /// The header of the table, NODE included on a cluster.
 std::vector<std::string> table_header(bool cluster);
 /// The cells of `l` under table_header(): every one printable ASCII but AGE's "≥" (`age` empty:
-/// "-").
-std::vector<std::string> table_cells(const found_lock& l, bool cluster, const std::string& age);
+/// "-"). HOLDERS names at most `max_holders`, then "+N more".
+std::vector<std::string> table_cells(const found_lock& l, bool cluster, const std::string& age,
+                                     std::size_t max_holders = SIZE_MAX);
 /// One JSON object (a line of --json).
 std::string lock_json(const found_lock& l);
 

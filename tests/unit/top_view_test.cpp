@@ -97,6 +97,7 @@ TEST(top_view, cells_escape_names_and_say_what_each_kind_holds) {
   ASSERT_EQ(c.size(), table_header(false).size());
   EXPECT_EQ(c[0], "x\\x1b[2Jy");
   EXPECT_EQ(c[2], "c\\x07:1, d:1 +3 more");
+  EXPECT_EQ(table_cells(evil, false, "", 1)[2], "c\\x07:1 +4 more");
   EXPECT_EQ(c[3], "3");
   EXPECT_EQ(c[5], "\xe2\x89\xa5" "12s");
   auto rw = lock_named("rw", "read-write", {"a:1", "b:1"});
