@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // `redlease top [PATTERN]`: a live view of the locks whose names match, from SCAN passes
 // (lock_scan.hpp) spaced so that top's share of the server stays under --max-load; keys to sort,
-// filter, select and force-unlock. Plain output (--once, --json, or stdout not a terminal): one pass.
+// filter, select and force-unlock. Plain output (--once, --json, or no terminal): one pass.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -340,7 +340,6 @@ class live_view {
 
 int top(const top_options& o) {
   view_filter f;
-  f.text.clear();
   f.kind = o.kind;
   f.sort = parse_sort_key(o.sort).value_or(sort_key::age);
   f.reverse = o.reverse;
