@@ -211,7 +211,7 @@ class live_view {
     }
     selected_index_ = sel_index;
     auto lines = layout_rows(cells, 48);
-    const std::size_t room = height > 4 ? height - 4 : 1;  // title, header, status, help
+    const std::size_t room = height > 5 ? height - 5 : 1;  // title, header, selection, status, help
     // The selected row stays on screen: the table scrolls under it.
     if (sel_index < top_) top_ = sel_index;
     if (sel_index >= top_ + room) top_ = sel_index + 1 - room;
@@ -236,7 +236,8 @@ class live_view {
     else if (mode_ == mode::confirm) status = "force-unlock \"" + printable(confirm_name_) + "\"? [y/N]";
     else if (!scan_error_.empty()) status = "scan failed: " + scan_error_ + " (retrying)";
     else if (passes_ == 0) status = "scanning...";
-    frame += "\x1b[" + std::to_string(height - 1) + ";1H" + clip(status, width) + "\r\n\x1b[2m" +
+    frame += "\x1b[" + std::to_string(height - 2) + ";1H" + (sel == nullptr ? "" : clip(selection_line(*sel), width)) +
+             "\r\n" + clip(status, width) + "\r\n\x1b[2m" +
              clip(help_line, width) + "\x1b[0m";
     raw_terminal::put(frame);
   }

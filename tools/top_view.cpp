@@ -194,6 +194,21 @@ std::vector<std::string> table_cells(const found_lock& l, bool cluster, const st
   return c;
 }
 
+std::string selection_line(const found_lock& l) {
+  auto list = [](const std::vector<std::string>& v, long long all) {
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + printable(v[i], true);
+    const long long more = all - static_cast<long long>(v.size());
+    return more > 0 ? out + " +" + std::to_string(more) + " more" : out;
+  };
+  std::string out = printable(l.name, true) + ":";
+  if (!l.holders.empty())
+    out += std::string(l.mode == "read" ? " readers " : " holders ") + list(l.holders, l.holder_count);
+  if (l.queue_length > 0) out += (l.holders.empty() ? " queue " : "; queue ") + list(l.queue, l.queue_length);
+  if (l.holders.empty() && l.queue_length == 0) out += " " + detail_cell(l);
+  return out;
+}
+
 std::string lock_json(const found_lock& l) {
   auto list = [](const std::vector<std::string>& v) {
     std::string out = "[";

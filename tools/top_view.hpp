@@ -80,6 +80,9 @@ std::vector<std::string> table_header(bool cluster);
 /// "-"). HOLDERS names at most `max_holders`, then "+N more".
 std::vector<std::string> table_cells(const found_lock& l, bool cluster, const std::string& age,
                                      std::size_t max_holders = SIZE_MAX);
+/// The live view's line about the selected lock: every holder and queued waiter the scan listed
+/// (a read-write lock's readers, a fair lock's queue, head first), printable ASCII.
+std::string selection_line(const found_lock& l);
 /// One JSON object (a line of --json).
 std::string lock_json(const found_lock& l);
 

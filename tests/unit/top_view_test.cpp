@@ -107,10 +107,13 @@ TEST(top_view, cells_escape_names_and_say_what_each_kind_holds) {
   fair.queue = {"q:1"};
   fair.queue_length = 2;
   EXPECT_EQ(table_cells(fair, false, "").back(), "queue 2, head q:1");
+  EXPECT_EQ(selection_line(fair), "f: holders a:1; queue q:1 +1 more");
+  EXPECT_EQ(selection_line(rw), "rw: readers a:1, b:1");
   auto sem = lock_named("s", "permit-semaphore");
   sem.permits = 3;
   sem.permits_out = 1;
   EXPECT_EQ(table_cells(sem, false, "").back(), "permits 3, out 1");
+  EXPECT_EQ(selection_line(sem), "s: permits 3, out 1");
   auto latch = lock_named("l", "latch");
   latch.permits = 4;
   EXPECT_EQ(table_cells(latch, false, "").back(), "count 4");
