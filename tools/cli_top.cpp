@@ -165,6 +165,7 @@ class live_view {
   // One pass; returns when the next may start (pass_pause: the pass's own duration spaces them).
   clock::time_point pass() {
     const auto t0 = clock::now();
+    cost_ = {};  // a failed pass costs what it did, not what the last one did
     try {
       auto found = scanner_.scan(scan_, &cost_);
       pass_ = std::move(found);
