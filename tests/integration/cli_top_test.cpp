@@ -328,5 +328,25 @@ TEST_F(cli_top_test, the_view_fits_the_terminal_and_follows_its_resizes) {
   expect_quit_and_restored(t);
 }
 
+// The server gone: the view stays, says the pass failed, and comes back with the server.
+TEST_F(cli_top_test, a_failed_pass_shows_in_the_status_line_and_the_view_recovers) {
+  ASSERT_EQ(shell("command -v tmux").first, 0) << "tmux is required (scripts/install-deps.sh installs it)";
+  raw()({"SET", "t:before", "token", "PX", "60000"});
+  // --max-load 100: a failed pass's pause is no longer than the pass (the default would wait 20 x).
+  tmux_session t(top_then_stty("'t:*' --interval 100ms --max-load 100"));
+  ASSERT_TRUE(t.started()) << t.start_error();
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "t:before"); })) << t.capture();
+  raw_.reset();
+  server().kill();
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "scan failed: ") && has(s, "(retrying)"); }))
+      << t.capture();
+  server().start();
+  raw()({"SET", "t:after", "token", "PX", "60000"});
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return has(s, "t:after") && !has(s, "scan failed"); }))
+      << t.capture();
+  t.keys("q");
+  expect_quit_and_restored(t);
+}
+
 }  // namespace
 }  // namespace redlease::test
