@@ -5,6 +5,8 @@
 #   redlease-dev  (dev)     the headers, the static library and the shared one's link name, the CMake
 #                           package and the pkg-config file; depends on redlease of the same version
 #                           and on the Debian packages the headers and the static library need
+#                           (prometheus-cpp-dev too when built with REDLEASE_WITH_PROMETHEUS)
+# Each has its copyright file (packaging/copyright) under /usr/share/doc/<package>/.
 # Files go under /usr (CPack's DEB default; the CMake package and the pkg-config file find their
 # paths from where they are, so the build's install prefix does not matter); the libraries' directory
 # is the build's CMAKE_INSTALL_LIBDIR: configure with -DCMAKE_INSTALL_PREFIX=/usr for Debian's multiarch
@@ -50,6 +52,10 @@ set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
 # The public headers include Asio's; the static library needs OpenSSL's (find_package(redlease) and
 # `pkg-config --static` ask for them).
 set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libasio-dev, libssl-dev")
+# Built with the Prometheus exposition: redlease::prometheus and its header need prometheus-cpp's.
+if(TARGET redlease_prometheus)
+  string(APPEND CPACK_DEBIAN_DEV_PACKAGE_DEPENDS ", prometheus-cpp-dev")
+endif()
 set(CPACK_COMPONENT_DEV_DESCRIPTION
   "The development files of redlease, a C++20 distributed-lock library on Redis.
 Headers, the static library and the shared one's link name, the CMake package (find_package(redlease):
@@ -63,9 +69,18 @@ if(REDLEASE_DPKG_SHLIBDEPS AND REDLEASE_FILE)
 else()
   # What dpkg-shlibdeps finds on Debian 12 for the tool and the shared library.
   set(CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS "libc6 (>= 2.34), libgcc-s1 (>= 3.3.1), libssl3 (>= 3.0.0), libstdc++6 (>= 12)")
+  if(TARGET redlease_prometheus)  # the tool's exporter
+    string(APPEND CPACK_DEBIAN_RUNTIME_PACKAGE_DEPENDS ", libprometheus-cpp-core1.0, libprometheus-cpp-pull1.0")
+  endif()
   message(STATUS "redlease: no dpkg-shlibdeps or file (Debian's dpkg-dev, file): the Debian package's Depends "
                  "are Debian 12's")
 endif()
+
+# Debian policy 12.5: each package's copyright file (DEP-5, the project's MIT license).
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/redlease
+  COMPONENT runtime)
+install(FILES ${PROJECT_SOURCE_DIR}/packaging/copyright DESTINATION ${CMAKE_INSTALL_DATAROOTDIR}/doc/redlease-dev
+  COMPONENT dev)
 
 # `cpack --config CPackSourceConfig.cmake`: the sources, without build trees.
 set(CPACK_SOURCE_GENERATOR TGZ)

@@ -350,6 +350,9 @@ std::string config::invalid_setting() const {
       return cat({"cluster.seeds[", index, "]: the port must be from 1 to 65535 (it is 0)"});
   }
   if (watchdog_batch_size < 1) return "watchdog_batch_size must be at least 1";
+  if (metrics_prefix.max_prefixes < 1 || metrics_prefix.max_prefixes > 10000)
+    return cat({"metrics_prefix.max_prefixes must be from 1 to 10000 (it is ", std::to_string(metrics_prefix.max_prefixes),
+                ")"});
   // Nothing Redis sends nests more than a few levels, and a decoded reply is freed recursively.
   if (max_reply_depth < 1 || max_reply_depth > max_reply_depth_limit)
     return "max_reply_depth must be from 1 to " + std::to_string(max_reply_depth_limit) + " (it is " +

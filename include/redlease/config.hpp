@@ -79,6 +79,20 @@ struct tls_options {
   bool insecure = false;
 };
 
+/// The opt-in `prefix` label of the lock metrics (`config::metrics_prefix`): lock names are
+/// unbounded, so the metrics never carry them; a prefix of each (its first `depth` segments) may be
+/// counted apart, up to `max_prefixes` of them. A plain value type.
+struct metrics_prefix_options {
+  /// How many leading segments of a lock's name make its prefix ("orders:eu:42" with depth 1:
+  /// "orders"; a name with fewer segments is its own prefix). 0 (the default): no prefix is counted.
+  unsigned depth = 0;
+  /// What separates the segments.
+  char separator = ':';
+  /// The most prefixes counted apart, in the order first seen; the later ones are counted together
+  /// as `_other` (`lock_metrics::other_prefix`). From 1 to 10,000.
+  std::size_t max_prefixes = 100;
+};
+
 /// A host and port (a Sentinel's address, a cluster seed). The default port is Sentinel's; set it for a seed.
 struct host_port {
   /// Host name or address.
@@ -282,6 +296,9 @@ struct config {
   /// fixed-bucket histograms, cheap enough to stay on. False leaves them at zero (a benchmark
   /// measures what they cost with it).
   bool metrics = true;
+  /// Also count the lock metrics by name prefix (`lock_metrics::by_prefix`, the Prometheus families
+  /// `redlease_lock_prefix_*`), within a cap: off by default (see `metrics_prefix_options`).
+  metrics_prefix_options metrics_prefix;
 
   /// The longest a watchdog hold may last: once this long after its grant, the watchdog stops
   /// renewing it and its holder is told as of a loss (`lost_reason::max_hold`, cause

@@ -56,6 +56,20 @@ struct node_redirects {
   std::uint64_t ask = 0;    ///< ASK replies
 };
 
+/// The lock metrics of one name prefix (`config::metrics_prefix`).
+struct prefix_metrics {
+  /// The prefix, or `lock_metrics::other_prefix` for the prefixes beyond the cap.
+  std::string prefix;
+  /// Acquisitions ended, by `acquire_outcome` (index), every kind together.
+  std::array<std::uint64_t, acquire_outcome_count> acquisitions{};
+  /// How long the granted acquisitions waited.
+  duration_histogram wait_seconds;
+  /// How long the holds lasted.
+  duration_histogram hold_seconds;
+  /// Holds lost, every cause together.
+  std::uint64_t losses = 0;
+};
+
 /// The lock metrics of one client (a snapshot; each field read with a relaxed load, so fields may be
 /// a few events apart from each other).
 struct lock_metrics {
@@ -80,6 +94,11 @@ struct lock_metrics {
   std::uint64_t noscript_fallbacks = 0;
   /// MOVED and ASK replies per cluster node (empty outside a cluster).
   std::vector<node_redirects> redirects;
+  /// The same by name prefix, in the order the prefixes were first seen, `other_prefix` last when
+  /// the cap was reached; empty unless `config::metrics_prefix.depth` is set.
+  std::vector<prefix_metrics> by_prefix;
+  /// The prefix that counts the prefixes beyond `config::metrics_prefix.max_prefixes`.
+  static constexpr const char* other_prefix = "_other";
 };
 
 }  // namespace redlease

@@ -20,6 +20,7 @@ namespace detail {
 
 client_impl::client_impl(config cfg, std::optional<asio::any_io_executor> user_ex)
     : io_runtime(std::move(cfg), std::move(user_ex)), uuid_(random_uuid()) {
+  if (cfg_.metrics) metrics.prefixes.configure(cfg_.metrics_prefix);
   topo_ = make_topology(ex_, cfg_, guard_.get());
   locks_ = std::make_unique<lock_service>(*this);
   topo_->set_events({[this] { locks_->on_command_connection_up(); },

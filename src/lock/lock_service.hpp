@@ -36,6 +36,7 @@ struct release_facts;
 struct release_outcome;
 enum class wake_policy;
 class node;
+struct prefix_cell;
 
 /// The on_lost callback of a handle (and its copies): called on the executor, set from any thread,
 /// cleared when the last copy of the handle goes (see callback_slot's teardown promise).
@@ -157,7 +158,8 @@ class lock_service {
   // Drops the lost holds lost lost_hold_kept ago or more.
   void prune_lost(clock::time_point now);
   // Observability (lock_service_observe.cpp): the lock metrics and config::on_event.
-  void note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w = nullptr);
+  void note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w = nullptr,
+                        prefix_cell* by_prefix = nullptr);
   void note_hold_end(const hold& h, std::optional<lost_reason> lost, const std::error_code& cause,
                      const std::string& detail);
   void note_renewal_failed(const hold& h, std::error_code ec);

@@ -257,8 +257,10 @@ void lock_service::acquire(std::string name, lock_kind kind, owner_id owner, std
                            std::optional<ms> lease, std::shared_ptr<lost_slot> slot, const wait_strategy& how,
                            bool_handler h, std::shared_ptr<acquire_cancel> cancel, bool fenced, long long amount) {
   // Ended before any waiter was made: counted here (a waiter counts in finish_waiter).
-  auto end = [this, kind](bool_handler& done, std::error_code ec) {
-    note_acquisition(kind, ec, false);
+  // (The prefix's counters, found now: `name` is moved from before a parked re-entry ends.)
+  auto end = [this, kind, by_prefix = c_.cfg().metrics ? c_.metrics.prefixes.cell(name) : nullptr](
+                 bool_handler& done, std::error_code ec) {
+    note_acquisition(kind, ec, false, nullptr, by_prefix);
     done(ec, false);
   };
   if (closed_) return end(h, errc::client_closed);

@@ -40,14 +40,21 @@ void emit(const config& cfg, const lock_event& e) noexcept {
 
 }  // namespace
 
-void lock_service::note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w) {
+void lock_service::note_acquisition(lock_kind kind, std::error_code ec, bool granted, const waiter* w,
+                                    prefix_cell* by_prefix) {
   const bool counting = c_.cfg().metrics;
   auto& m = c_.metrics;
-  if (counting) m.acquired(static_cast<std::size_t>(kind), outcome_of(ec, granted));
+  if (counting && w != nullptr) by_prefix = m.prefixes.cell(w->name);
+  if (counting) {
+    const auto o = outcome_of(ec, granted);
+    m.acquired(static_cast<std::size_t>(kind), o);
+    if (by_prefix != nullptr) m.count(by_prefix->acquisitions[static_cast<std::size_t>(o)]);
+  }
   if (!granted || w == nullptr || (!counting && !c_.cfg().on_event)) return;
   const auto now = clock::now();
   if (counting) {
     m.wait.observe(now - w->started);
+    if (by_prefix != nullptr) by_prefix->wait.observe(now - w->started);
     if (w->woken_at != clock::time_point{}) m.handoff.observe(now - w->woken_at);
   }
   if (!c_.cfg().on_event) return;
@@ -65,8 +72,13 @@ void lock_service::note_hold_end(const hold& h, std::optional<lost_reason> lost,
   if (!c_.cfg().metrics && !c_.cfg().on_event) return;
   const auto held = clock::now() - h.since;
   if (c_.cfg().metrics) {
-    c_.metrics.hold.observe(held);
-    if (lost) c_.metrics.count(c_.metrics.losses[static_cast<std::size_t>(cause_of(*lost, cause))]);
+    auto& m = c_.metrics;
+    m.hold.observe(held);
+    if (lost) m.count(m.losses[static_cast<std::size_t>(cause_of(*lost, cause))]);
+    if (auto* p = m.prefixes.cell(h.name)) {
+      p->hold.observe(held);
+      if (lost) m.count(p->losses);
+    }
   }
   if (!c_.cfg().on_event) return;
   lock_event e;

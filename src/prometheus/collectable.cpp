@@ -27,7 +27,8 @@ constexpr std::array<const char*, acquire_outcome_count> outcome_names{"granted"
                                                                        "error"};
 constexpr std::array<const char*, loss_cause_count> cause_names{"expired", "deleted", "taken",
                                                                 "failover", "quorum", "max_hold"};
-constexpr std::array<std::string_view, 7> own_label_names{"kind", "outcome", "cause", "node", "type", "client", "le"};
+constexpr std::array<std::string_view, 8> own_label_names{"kind", "outcome", "cause", "node", "type", "client", "le",
+                                                          "prefix"};
 
 void check_labels(const prometheus_options& opts) {
   for (const auto& [name, value] : opts.const_labels) {
@@ -46,7 +47,7 @@ struct named_value {
 class family_builder {
  public:
   family_builder(const prometheus_options& opts, std::string_view client_id) {
-    families_.reserve(16);  // prometheus_families makes 16
+    families_.reserve(20);  // prometheus_families makes 16, and 4 with config::metrics_prefix
     for (const auto& [name, value] : opts.const_labels) base_.push_back({name, value});
     if (opts.client_id_label) base_.push_back({"client", std::string(client_id)});
   }
@@ -69,7 +70,10 @@ class family_builder {
     sample(family(g.name, g.help, MetricType::Gauge)).gauge.value = static_cast<double>(g.value);
   }
   void histogram(const char* name, const char* help, const duration_histogram& h) {
-    auto& out = sample(family(name, help, MetricType::Histogram)).histogram;
+    histogram_sample(family(name, help, MetricType::Histogram), h);
+  }
+  void histogram_sample(MetricFamily& f, const duration_histogram& h, labels extra = {}) {
+    auto& out = sample(f, std::move(extra)).histogram;
     out.sample_sum = h.sum_seconds;
     std::uint64_t cumulative = 0;
     for (std::size_t i = 0; i < h.counts.size(); ++i) {
@@ -148,6 +152,24 @@ std::vector<MetricFamily> prometheus_families(const client_stats& s, const prome
   b.histogram("redlease_lock_hold_seconds", "How long holds lasted, from the grant to their release or loss.",
               l.hold_seconds);
   b.histogram("redlease_lock_handoff_seconds", "From the message that woke a waiter to its grant.", l.handoff_seconds);
+  if (!l.by_prefix.empty()) {  // config::metrics_prefix
+    auto& pacq = b.family("redlease_lock_prefix_acquisitions_total",
+                          "Acquisitions ended, by lock name prefix (config::metrics_prefix) and outcome.",
+                          MetricType::Counter);
+    auto& pwait = b.family("redlease_lock_prefix_wait_seconds",
+                           "How long granted acquisitions waited, by lock name prefix.", MetricType::Histogram);
+    auto& phold = b.family("redlease_lock_prefix_hold_seconds", "How long holds lasted, by lock name prefix.",
+                           MetricType::Histogram);
+    auto& plost = b.family("redlease_lock_prefix_losses_total", "Holds lost, by lock name prefix.", MetricType::Counter);
+    for (const auto& p : l.by_prefix) {
+      for (std::size_t o = 0; o < acquire_outcome_count; ++o)
+        b.sample(pacq, {{"prefix", p.prefix}, {"outcome", outcome_names[o]}}).counter.value =
+            static_cast<double>(p.acquisitions[o]);
+      b.histogram_sample(pwait, p.wait_seconds, {{"prefix", p.prefix}});
+      b.histogram_sample(phold, p.hold_seconds, {{"prefix", p.prefix}});
+      b.sample(plost, {{"prefix", p.prefix}}).counter.value = static_cast<double>(p.losses);
+    }
+  }
   return b.take();
 }
 

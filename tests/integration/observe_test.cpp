@@ -182,5 +182,48 @@ TEST_F(observe_test, noscript_fallbacks_are_counted) {
   EXPECT_GE(c.stats().locks.noscript_fallbacks, 1u);
 }
 
+// config::metrics_prefix: the metrics by name prefix, within the cap; off, nothing is kept.
+TEST_F(observe_test, metrics_by_name_prefix_are_opt_in_and_capped) {
+  {
+    client c{cfg()};
+    auto l = c.lock("orders:eu:1");
+    l.lock();
+    l.unlock();
+    EXPECT_TRUE(c.stats().locks.by_prefix.empty());
+  }
+  config with = cfg();
+  with.metrics_prefix.depth = 1;
+  with.metrics_prefix.max_prefixes = 2;
+  client c{with};
+  client other{cfg()};
+  for (const char* name : {"orders:eu:1", "orders:us:2", "billing:1", "reports:1", "nightly"}) {
+    auto l = c.lock(name);
+    l.lock();
+    l.unlock();
+  }
+  auto held = other.lock("orders:eu:9");
+  held.lock();
+  EXPECT_FALSE(c.lock("orders:eu:9").try_lock(30ms));  // timed out, under "orders"
+  held.unlock();
+  auto s = c.stats().locks.by_prefix;
+  ASSERT_EQ(s.size(), 3u);
+  EXPECT_EQ(s[0].prefix, "orders");
+  EXPECT_EQ(s[0].acquisitions[static_cast<std::size_t>(acquire_outcome::granted)], 2u);
+  EXPECT_EQ(s[0].acquisitions[static_cast<std::size_t>(acquire_outcome::timed_out)], 1u);
+  EXPECT_EQ(s[0].wait_seconds.count, 2u);
+  EXPECT_EQ(s[0].hold_seconds.count, 2u);
+  EXPECT_EQ(s[1].prefix, "billing");
+  EXPECT_EQ(s[2].prefix, lock_metrics::other_prefix);  // reports, nightly: beyond the cap
+  EXPECT_EQ(s[2].acquisitions[static_cast<std::size_t>(acquire_outcome::granted)], 2u);
+  // An acquisition refused before any waiter is made counts under its prefix too.
+  std::error_code ec;
+  c.lock("billing:2").try_lock(-5ms, ec);
+  EXPECT_EQ(ec, errc::invalid_argument);
+  EXPECT_EQ(c.stats().locks.by_prefix[1].acquisitions[static_cast<std::size_t>(acquire_outcome::refused)], 1u);
+  config bad = cfg();
+  bad.metrics_prefix.max_prefixes = 0;
+  EXPECT_THROW(client{bad}, error);
+}
+
 }  // namespace
 }  // namespace redlease::test

@@ -107,6 +107,38 @@ TEST_F(prometheus_test, a_scrape_over_http_shows_the_counts_and_no_lock_name) {
   EXPECT_EQ(body.find("redlease_cluster_redirects_total{"), std::string::npos) << "no samples outside a cluster";
 }
 
+TEST_F(prometheus_test, the_prefix_families_come_with_config_metrics_prefix) {
+  config with = cfg();
+  with.metrics_prefix.depth = 1;
+  client c{with};
+  auto l = c.lock("jobs:nightly:1");
+  l.lock();
+  l.unlock();
+  std::string text;
+  for (const auto& f : make_prometheus_collectable(c)->Collect()) {
+    if (f.name.rfind("redlease_lock_prefix_", 0) != 0) continue;
+    for (const auto& m : f.metric) {
+      std::ostringstream line;
+      line << f.name;
+      for (const auto& label : m.label) line << ' ' << label.name << '=' << label.value;
+      line << ' '
+           << (f.type == prometheus::MetricType::Histogram ? static_cast<double>(m.histogram.sample_count)
+                                                           : m.counter.value)
+           << '\n';
+      text += line.str();
+    }
+  }
+  EXPECT_NE(text.find("redlease_lock_prefix_acquisitions_total prefix=jobs outcome=granted 1\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("redlease_lock_prefix_hold_seconds prefix=jobs 1\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("redlease_lock_prefix_losses_total prefix=jobs 0\n"), std::string::npos) << text;
+  EXPECT_EQ(text.find("nightly"), std::string::npos) << text;
+  // Without the option: no such family.
+  client plain{cfg()};
+  for (const auto& f : make_prometheus_collectable(plain)->Collect())
+    EXPECT_NE(f.name.rfind("redlease_lock_prefix_", 0), 0u) << f.name;
+}
+
 TEST_F(prometheus_test, constant_labels_and_the_client_label_go_on_every_sample) {
   client c{cfg()};
   auto l = c.mutex("prom:labelled");

@@ -43,6 +43,10 @@ done
 dev_depends=$(field "${dev_deb[0]}" Depends)
 [[ $dev_depends == *"redlease (= $(field "${runtime_deb[0]}" Version))"* ]] || fail "redlease-dev's Depends lack redlease of its version: $dev_depends"
 [[ $dev_depends == *libasio-dev* && $dev_depends == *libssl-dev* ]] || fail "redlease-dev's Depends: $dev_depends"
+# Built with the Prometheus exposition (its library in the build), redlease-dev needs prometheus-cpp's.
+if compgen -G "$build/libredlease_prometheus.*" >/dev/null; then
+  [[ $dev_depends == *prometheus-cpp-dev* ]] || fail "redlease-dev is built with redlease::prometheus but does not depend on prometheus-cpp-dev: $dev_depends"
+fi
 for deb in "${runtime_deb[0]}" "${dev_deb[0]}"; do
   for f in Maintainer Description Section Architecture; do
     [[ -n $(field "$deb" $f) ]] || fail "$(basename "$deb") has no $f"
@@ -61,12 +65,14 @@ dev_files=$(dpkg-deb -c "${dev_deb[0]}" | awk '{print $6}')
 soname=$(readelf -d "$root/usr/$libdir/libredlease.so" 2>/dev/null | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [[ $soname == libredlease.so.* ]] || fail "no SONAME in usr/$libdir/libredlease.so"
 for f in usr/bin/redlease "usr/$libdir/$soname" usr/share/man/man1/redlease.1.gz \
-  usr/share/bash-completion/completions/redlease usr/share/zsh/vendor-completions/_redlease; do
+  usr/share/bash-completion/completions/redlease usr/share/zsh/vendor-completions/_redlease \
+  usr/share/doc/redlease/copyright; do
   grep -qx "\./$f" <<<"$runtime_files" || fail "redlease lacks $f"
 done
 for f in usr/include/redlease/redlease.hpp usr/include/redlease/version.hpp "usr/$libdir/libredlease.a" \
   "usr/$libdir/libredlease.so" "usr/$libdir/pkgconfig/redlease.pc" "usr/$libdir/cmake/redlease/redleaseConfig.cmake" \
-  "usr/$libdir/cmake/redlease/redleaseConfigVersion.cmake" "usr/$libdir/cmake/redlease/redleaseTargets.cmake"; do
+  "usr/$libdir/cmake/redlease/redleaseConfigVersion.cmake" "usr/$libdir/cmake/redlease/redleaseTargets.cmake" \
+  usr/share/doc/redlease-dev/copyright; do
   grep -qx "\./$f" <<<"$dev_files" || fail "redlease-dev lacks $f"
 done
 [[ -x $root/usr/bin/redlease ]] || fail "usr/bin/redlease is not executable"
