@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(g++ cmake make pkg-config libasio-dev libhiredis-dev libssl-dev libgtest-dev libgmock-dev
       libbenchmark-dev libcli11-dev prometheus-cpp-dev redis-server redis-tools openssl
       clang libclang-rt-14-dev  # clang: the libFuzzer targets
-      dpkg-dev file groff-base)  # the Debian packages (cpack: dpkg-shlibdeps, file) and their test (groff)
+      dpkg-dev file groff-base  # the Debian packages (cpack: dpkg-shlibdeps, file) and their test (groff)
+      tmux)  # a real terminal for the tests of `redlease top`
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -125,6 +125,8 @@ void setup_doctor(CLI::App& app, action_t& action);
 void setup_semaphore(CLI::App& app, action_t& action);
 /// `redlease latch NAME ACTION` (cli_latch.cpp).
 void setup_latch(CLI::App& app, action_t& action);
+/// `redlease top [PATTERN]` (cli_top.cpp).
+void setup_top(CLI::App& app, action_t& action);
 /// `redlease exporter [PATTERN] --listen ADDR` (cli_exporter_setup.cpp; the exporter itself,
 /// cli_exporter.cpp, only with Prometheus support).
 void setup_exporter(CLI::App& app, action_t& action);

@@ -28,31 +28,42 @@ namespace {
 using command_args = std::vector<std::string>;
 
 // Sends every command at once on `c` (its connection pipelines them) and waits for all the
-// replies. A reply that is an error stays in its slot (a key that changed type, a slot that moved:
-// that lock is skipped); a failure without a reply (the connection) is thrown.
+// replies. A reply about one key stays in its slot, the pass going on without that key: an error of
+// the key's type (WRONGTYPE), of its slot (MOVED while a slot moves), a busy server (TRYAGAIN).
+// Anything else (the connection, a timeout, an ACL refusal, a renamed command) fails the pass:
+// thrown, with the server's words when it said some.
+bool about_one_key(const std::error_code& ec) {
+  return ec == errc::wrong_type || ec == errc::server_error || ec == errc::server_busy;
+}
+
 std::vector<reply> pipeline(client& c, std::vector<command_args> cmds) {
   struct state {
     std::mutex m;
     std::condition_variable cv;
     std::size_t left;
     std::error_code failure;
+    std::string words;
     std::vector<reply> out;
   };
   auto s = std::make_shared<state>();
   s->left = cmds.size();
   s->out.resize(cmds.size());
   if (cmds.empty()) return {};
+  const std::string first = cmds.front().front();
   for (std::size_t i = 0; i < cmds.size(); ++i) {
     c.async_command(std::move(cmds[i]), [s, i](std::error_code ec, reply r) {
       std::lock_guard g(s->m);
-      if (ec && !r.is_error() && !s->failure) s->failure = ec;
+      if (ec && !about_one_key(ec) && !s->failure) {
+        s->failure = ec;
+        if (r.is_error()) s->words = r.str;
+      }
       s->out[i] = std::move(r);
       if (--s->left == 0) s->cv.notify_one();
     });
   }
   std::unique_lock g(s->m);
   s->cv.wait(g, [&] { return s->left == 0; });
-  if (s->failure) throw error(s->failure, "scan");
+  if (s->failure) throw error(s->failure, s->words.empty() ? first : first + ": " + s->words);
   return std::move(s->out);
 }
 
@@ -218,9 +229,9 @@ struct lock_scanner::impl {
       ++cost.commands;
       command_args cmd{"SCAN", cursor, "MATCH", match, "COUNT", count};
       if (!type.empty()) cmd.insert(cmd.end(), {"TYPE", type});
-      auto r = pipeline(*n.c, {std::move(cmd)});
-      auto& reply = r.front();
-      if (reply.is_error()) throw error(errc::server_error, "SCAN: " + reply.str);
+      std::error_code ec;
+      auto reply = n.c->command(cmd, ec);
+      if (ec) throw error(ec, reply.is_error() ? "SCAN: " + reply.str : std::string("SCAN"));
       if (!reply.is_array() || reply.elements.size() != 2) break;
       cursor = reply.elements[0].str;
       std::vector<std::string> keys;

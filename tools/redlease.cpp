@@ -40,8 +40,8 @@ int main(int argc, char** argv) {
       "the user lacks, a renamed command), and for `doctor` a check that FAILs; 65 a key that is not a\n"
       "lock of that kind (run, unlock, semaphore, latch). `run`: the command's status (128+N if killed by\n"
       "signal N), 75 not acquired within --wait, 76 lock lost, 79 the command succeeded but the lock was\n"
-      "not released, 126/127 command not executable/not found. `status`, `unlock`, `doctor`: 0 done\n"
-      "(doctor: no check FAILs). `semaphore`, `latch`: 0 done, 75 `set` found one already, or `acquire`,\n"
+      "not released, 126/127 command not executable/not found. `status`, `unlock`, `doctor`, `top`: 0\n"
+      "done (doctor: no check FAILs). `semaphore`, `latch`: 0 done, 75 `set` found one already, or `acquire`,\n"
       "`wait` ran out of --wait. `demo`: 0 every step passed, 1 one failed. `exporter`: 0 stopped by\n"
       "SIGINT or SIGTERM, 69 also when ADDR cannot be bound or Prometheus support was not built in. The\n"
       "benchmark is redlease-bench.\n"
@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   setup_doctor(app, action);
   setup_semaphore(app, action);
   setup_latch(app, action);
+  setup_top(app, action);
   setup_exporter(app, action);
   // A first word that is no option must name a subcommand: CLI11 would call it an extra argument and
   // say "A subcommand is required", as if none had been given.

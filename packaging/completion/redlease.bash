@@ -12,12 +12,12 @@ _redlease() {
     prev=${COMP_WORDS[COMP_CWORD - 2]}
   fi
   [[ $cur == = ]] && cur=""
-  local commands="run status unlock doctor demo semaphore latch exporter"
+  local commands="run status unlock doctor demo semaphore latch top exporter"
   local connection="--redis --cacert --cert --key --sni --tls --insecure --sentinel-password"
   # The options that take a value (the next word); --opt=value is one word.
   local valued="--redis --cacert --cert --key --sni --sentinel-password --wait --lease --watchdog-timeout
-                --kill-after --ttl --acl-user --permits --listen --interval --prefix-depth --prefix-separator
-                --max-prefixes"
+                --kill-after --ttl --acl-user --permits --interval --max-load --sort --kind --limit --listen
+                --prefix-depth --prefix-separator --max-prefixes"
   COMPREPLY=()
 
   # The subcommand: the first word that is no option. Then its positional arguments, in order.
@@ -60,9 +60,17 @@ _redlease() {
       mapfile -t COMPREPLY < <(compgen -A hostname -- "$cur")
       return 0
       ;;
-    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user | --permits | \
-      --listen | --interval | --prefix-depth | --prefix-separator | --max-prefixes)
-      return 0  # a URL, a secret, a duration (5s, 2m, 1h), a user, an address, a number: nothing to offer
+    --redis | --sentinel-password | --wait | --lease | --watchdog-timeout | --kill-after | --ttl | --acl-user | --permits |\
+      --interval | --max-load | --limit | --listen | --prefix-depth | --prefix-separator | --max-prefixes)
+      return 0  # a URL, a secret, a duration (5s, 2m, 1h), a user, a number, an address: nothing to offer
+      ;;
+    --sort)
+      mapfile -t COMPREPLY < <(compgen -W "age name ttl waiters holders kind" -- "$cur")
+      return 0
+      ;;
+    --kind)
+      mapfile -t COMPREPLY < <(compgen -W "reentrant fair read-write mutex semaphore permit-semaphore latch" -- "$cur")
+      return 0
       ;;
   esac
 
@@ -78,6 +86,7 @@ _redlease() {
     unlock) options="--help --force $connection" ;;
     doctor) options="--help $connection --json --acl-user --probe" ;;
     demo) options="--help $connection" ;;
+    top) options="--help $connection --interval --max-load --sort --reverse --kind --limit --once --json" ;;
     exporter) options="--help $connection --listen --interval --prefix-depth --prefix-separator --max-prefixes --by-node" ;;
     semaphore | latch)
       # redlease semaphore NAME ACTION [N]; an action's own option only once the action is known.

@@ -225,6 +225,30 @@ TEST_F(cli_cluster_test, cluster_no_talks_to_one_node_and_doctor_says_so) {
   EXPECT_EQ(r.out.find("cluster.coverage"), std::string::npos) << r.out;
 }
 
+// top scans every master, not the one it was pointed at: a lock on each is found, with its node.
+TEST_F(cli_cluster_test, top_finds_the_locks_on_every_master) {
+  const auto masters = rig_->masters();
+  client c{cfg_at("redis://127.0.0.1:" + std::to_string(masters[0]))};
+  std::vector<std::string> names;
+  std::vector<reentrant_lock> held;
+  for (auto m : masters) {
+    names.push_back(name_on(m, "cli:top"));
+    held.push_back(c.lock(names.back()));
+    held.back().lock();
+  }
+  auto json = run_cli({"top", "cli:top:*", "--json", "--redis", "redis://127.0.0.1:" + std::to_string(masters[0])});
+  EXPECT_EQ(json.status, 0) << json.err;
+  for (std::size_t i = 0; i < masters.size(); ++i)
+    EXPECT_NE(json.out.find("{\"lock\":\"" + names[i] + "\",\"kind\":\"reentrant\",\"node\":\"" + node(masters[i]) +
+                            "\""),
+              std::string::npos)
+        << json.out;
+  auto once = run_cli({"top", "cli:top:*", "--once", "--redis", "redis://127.0.0.1:" + std::to_string(masters[1])});
+  EXPECT_EQ(once.status, 0) << once.err;
+  EXPECT_NE(once.out.find("NODE"), std::string::npos) << once.out;
+  for (auto& l : held) l.unlock();
+}
+
 #ifdef REDLEASE_CLI_EXPORTER
 // `redlease exporter` pointed at one master scans every master: each one's locks under its node with
 // --by-node, and a waiter subscribed on another node than the lock's counted.

@@ -309,6 +309,7 @@ TEST_F(cli_test, each_subcommands_help_lists_its_own_exit_statuses) {
       {"demo", {0, 1, 64, 69, 70, 78}},
       {"semaphore", {0, 64, 65, 69, 70, 75, 78}},
       {"latch", {0, 64, 65, 69, 70, 75, 78}},
+      {"top", {0, 64, 69, 70, 78}},
       {"exporter", {0, 64, 69, 70, 78}},
   };
   for (const auto& [sub, codes] : expected) {

@@ -76,6 +76,27 @@ TEST_F(sentinel_test, locks_go_to_the_master_the_sentinels_name) {
   EXPECT_TRUE(key_exists(rig.master_client(), "sentinel:url"));
 }
 
+// `redlease top` through the Sentinels scans the master they name (not the replica, where the key
+// is too): the lock is listed once, with its holder.
+TEST_F(sentinel_test, top_lists_the_locks_of_the_master_the_sentinels_name) {
+  sentinel_rig rig;
+  client c(sentinel_cfg(rig));
+  auto l = c.lock("sentinel:top");
+  l.lock();
+  const std::string cmd = std::string(REDLEASE_CLI_PATH) + " top 'sentinel:*' --json --redis 'redis-sentinel://127.0.0.1:" +
+                          std::to_string(rig.sentinel_ports()[0]) + "?master=" + rig.master_name() + "'";
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << cmd;
+  EXPECT_EQ(out.find("{\"lock\":\"sentinel:top\",\"kind\":\"reentrant\""), 0u) << out;
+  EXPECT_NE(out.find(c.id()), std::string::npos) << out;
+  EXPECT_EQ(out.find('\n'), out.size() - 1) << "one row: " << out;
+  l.unlock();
+}
+
 TEST_F(sentinel_test, a_replicated_hold_survives_a_failover_without_a_gap) {
   sentinel_rig rig;
   error_log log;
