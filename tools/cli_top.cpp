@@ -399,9 +399,15 @@ void setup_top(CLI::App& app, action_t& action) {
   cmd->add_option("--sort", o->sort,
                   "age (oldest first; one pass knows no age: by name) | name | ttl (soonest expiry first) | "
                   "waiters | holders (most first) | kind")
-      ->check(CLI::IsMember({"age", "name", "ttl", "waiters", "holders", "kind"}));
+      ->check(CLI::IsMember({"age", "name", "ttl", "waiters", "holders", "kind"}).description(""))
+      ->type_name("KEY");
   cmd->add_flag("--reverse", o->reverse, "Reverse the order");
-  cmd->add_option("--kind", o->kind, "Only locks of this kind")->check(CLI::IsMember(top_kinds()));
+  // The values in the description, not in the type name: one unbreakable word in the man page.
+  std::string kinds;
+  for (const auto& k : top_kinds()) kinds += (kinds.empty() ? "" : " | ") + k;
+  cmd->add_option("--kind", o->kind, "Only locks of this kind: " + kinds)
+      ->check(CLI::IsMember(top_kinds()).description(""))
+      ->type_name("KIND");
   cmd->add_option("--limit", o->limit, "At most this many rows (default: all, or as many as the terminal holds)");
   cmd->add_flag("--once", o->once, "One pass as a plain table, then exit");
   cmd->add_flag("--json", o->json, "One pass, one JSON object per lock per line, then exit");
