@@ -19,7 +19,7 @@ namespace redlease::cli {
 /// One lock, semaphore or latch a scan found: a row of `top`, a sample of the exporter.
 struct found_lock {
   std::string name;       ///< the main key (the lock's name)
-  std::string node;       ///< "host:port" of the master it lives on
+  std::string node;       ///< "host:port" of the master it lives on (a cluster); empty otherwise
   /// reentrant | fair | read-write | mutex | semaphore | permit-semaphore | latch |
   /// "semaphore or latch" (a whole number that no waiter tells apart)
   std::string kind;
