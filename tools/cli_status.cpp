@@ -2,7 +2,6 @@
 // `redlease status NAME... [--json]`: what each lock looks like on the server: free or held, its
 // kind, holders and hold counts, remaining TTL, and how many clients wait on its unlock channel.
 #include <algorithm>
-#include <charconv>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -11,7 +10,8 @@
 #include <vector>
 
 #include "client_cards.hpp"
-#include "cluster_nodes.hpp"
+#include "cluster_view.hpp"
+#include "info_parser.hpp"
 #include "commands.hpp"
 #include "redlease/redlease.hpp"
 #include "status_format.hpp"
@@ -63,62 +63,6 @@ struct lock_status {
     return n;
   }
 };
-
-// A cluster as status reads it: its layout, and a client of each node for what is not routed by a
-// key (the subscribers a node counts, the cards a master's SCAN finds).
-struct cluster_view {
-  cluster_layout layout;
-  std::vector<std::unique_ptr<client>> masters;  // as layout.masters
-  std::vector<std::unique_ptr<client>> replicas;
-
-  cluster_view(const config& cfg, cluster_layout l) : layout(std::move(l)) {
-    for (const auto& m : layout.masters) {
-      masters.push_back(node_client(cfg, m.address));
-      for (const auto& r : m.replicas) replicas.push_back(node_client(cfg, r));
-    }
-  }
-  client* master_client(const cluster_master* m) {
-    return m == nullptr ? nullptr : masters[static_cast<std::size_t>(m - layout.masters.data())].get();
-  }
-};
-
-// The subscribers of each of `channels`. On a cluster a classic subscription counts on the node it
-// was made on (any node: a waiter subscribes where its client connects) and a sharded one (Redisson's
-// SSUBSCRIBE, Redis 7) on the slot's master, so every node is asked and the counts added.
-std::vector<long long> count_subscribers(client& c, const std::string& name, const std::vector<std::string>& channels,
-                                         cluster_view* cv, const cluster_master* home) {
-  std::vector<long long> out(channels.size(), 0);
-  auto add = [&](const reply& r) {
-    for (std::size_t i = 0; i + 1 < r.elements.size() && i / 2 < out.size(); i += 2)
-      out[i / 2] += r.elements[i + 1].integer;
-  };
-  std::vector<std::string> cmd{"PUBSUB", "NUMSUB"};
-  cmd.insert(cmd.end(), channels.begin(), channels.end());
-  if (cv == nullptr) {
-    add(lock_command(c, name, cmd));
-    return out;
-  }
-  for (auto& m : cv->masters) add(lock_command(*m, name, cmd));
-  for (auto& r : cv->replicas) {
-    std::error_code ec;  // a replica that is down holds no waiter that could be woken
-    auto rep = r->command(cmd, ec);
-    if (!ec) add(rep);
-  }
-  if (client* owner = cv->master_client(home)) {
-    cmd[1] = "SHARDNUMSUB";
-    std::error_code ec;  // Redis 6 has no sharded pub/sub
-    auto rep = owner->command(cmd, ec);
-    if (!ec) add(rep);
-  }
-  return out;
-}
-
-std::optional<long long> whole_number(std::string_view v) {
-  long long n = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc{} || p != v.data() + v.size()) return std::nullopt;
-  return n;
-}
 
 // A string holding a whole number: a semaphore's permits or a latch's count (a redlease mutex's token
 // is 32 hex digits, which no long long holds), or some other library's mutex value.
@@ -201,7 +145,7 @@ lock_status inspect(client& c, const std::string& name, cluster_view* cv) {
     }
   } else if (type == "string") {
     auto v = lock_command(c, name, {"GET", name});
-    const auto number = v.is_nil() ? std::nullopt : whole_number(v.str);
+    const auto number = v.is_nil() ? std::nullopt : parse_integer(v.str);
     if (number) {
       s.value = std::to_string(*number);  // which kind it is: by the waiters, below
       s.kind = count_kinds;
@@ -289,11 +233,9 @@ std::string to_json(const lock_status& s) {
     out += ",\"holders\":[";
     for (std::size_t i = 0; i < s.holders.size(); ++i) {
       const auto& h = s.holders[i];
-      long long n = 0;
-      auto [p, ec] = std::from_chars(h.count.data(), h.count.data() + h.count.size(), n);
-      bool numeric = ec == std::errc{} && p == h.count.data() + h.count.size();
+      const auto n = parse_integer(h.count);
       out += (i ? ",{\"owner\":" : "{\"owner\":") + json_string(h.owner) +
-             ",\"count\":" + (numeric ? std::to_string(n) : json_string(h.count)) + ",\"client\":" +
+             ",\"count\":" + (n ? std::to_string(*n) : json_string(h.count)) + ",\"client\":" +
              card_json(s.card_of(h)) + "}";
     }
     out += "],\"holder_count\":" + std::to_string(s.holder_count);
@@ -376,8 +318,7 @@ int status(const status_options& o) {
                 error::whole_message);
   client c{make_config(o.urls.empty() ? default_url() : o.urls.front())};
   c.ping();
-  std::unique_ptr<cluster_view> cv;
-  if (auto layout = read_cluster(c)) cv = std::make_unique<cluster_view>(c.get_config(), std::move(*layout));
+  std::unique_ptr<cluster_view> cv = read_cluster_view(c);
   std::vector<lock_status> all;
   bool any_foreign = false;  // a key that is not a lock: the acquisitions fail on it (wrong_type)
   for (const auto& name : o.names) {

@@ -4,10 +4,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <iostream>
 #include <memory>
 
+#include "cluster_view.hpp"
+#include "info_parser.hpp"
 #include "status_format.hpp"
 
 namespace redlease::cli {
@@ -33,20 +34,17 @@ void check_action(const count_options& o, const count_command& cmd) {
   if (!a.json && o.json) usage(o, cmd, "--json is for `status` only");
 }
 
-bool whole_number(std::string_view s, long long& out) {
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-  return !s.empty() && ec == std::errc{} && p == s.data() + s.size();
-}
-
 // The `status` action: the number, the key's TTL and the subscribers of its channel
-// (`describe(cmd.kind, name)`), as a table, or one JSON object with `json`.
+// (`describe(cmd.kind, name)`; on a cluster, counted on every node, as `redlease status` counts
+// them), as a table, or one JSON object with `json`.
 int print_count_status(client& c, const count_command& cmd, const std::string& name, bool json) {
   const long long value = cmd.read(c, name);
   const std::string channel = describe(cmd.kind, name).channel();
   auto t = lock_command(c, name, {"PTTL", name});
   const long long ttl = t.is_integer() ? t.integer : -2;
-  auto subs = lock_command(c, name, {"PUBSUB", "NUMSUB", channel});
-  const long long waiters = subs.elements.size() == 2 ? subs.elements[1].integer : 0;
+  auto cv = read_cluster_view(c);
+  const cluster_master* home = cv ? cv->layout.master_of(slot_of(c, name)) : nullptr;
+  const long long waiters = count_subscribers(c, name, {channel}, cv.get(), home).front();
   const count_details more = cmd.details != nullptr ? cmd.details(c, name) : count_details{};
   if (json) {
     std::cout << "{\"" << cmd.name << "\":" << json_string(name) << ",\"exists\":" << (ttl == -2 ? "false" : "true")
@@ -108,11 +106,12 @@ std::string quoted(const std::string& name) { return "\"" + printable(name) + "\
 
 long long count_operand(const count_options& o, long long fallback, long long min, std::string_view what) {
   if (o.operand.empty()) return fallback;
-  long long n = 0;
   const std::string& text = o.operand.front();
-  if (!whole_number(text, n))
+  const auto parsed = parse_integer(text);
+  if (!parsed)
     throw error(errc::invalid_argument, std::string(what) + " must be a whole number (got '" + printable(text) + "')",
                 error::whole_message);
+  const long long n = *parsed;
   if (n < min)
     throw error(errc::invalid_argument, std::string(what) + " must be at least " + std::to_string(min) + " (got " +
                                             std::to_string(n) + ")",

@@ -8,7 +8,6 @@
 // CHANNELS), not once per lock.
 #include "lock_scan.hpp"
 
-#include <charconv>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -21,6 +20,7 @@
 
 #include "cluster_nodes.hpp"
 #include "commands.hpp"
+#include "info_parser.hpp"
 
 namespace redlease::cli {
 namespace {
@@ -67,12 +67,6 @@ std::vector<reply> pipeline(client& c, std::vector<command_args> cmds) {
   return std::move(s->out);
 }
 
-std::optional<long long> whole_number(std::string_view v) {
-  long long n = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc{} || p != v.data() + v.size()) return std::nullopt;
-  return n;
-}
 
 // A glob of '*' only (the patterns come from describe(), not from the user).
 bool star_match(std::string_view pat, std::string_view s) {
@@ -323,7 +317,7 @@ void lock_scanner::impl::scan_batch(const node_ref& n, std::vector<std::string> 
         continue;
       }
       ++l.holder_count;
-      l.hold_count += whole_number(value).value_or(0);
+      l.hold_count += parse_integer(value).value_or(0);
       if (l.holders.size() < o.list_cap) l.holders.push_back(field);
     }
     if (!lock_like) continue;
@@ -345,7 +339,7 @@ void lock_scanner::impl::scan_batch(const node_ref& n, std::vector<std::string> 
     l.name = keys[strings[j]];
     l.node = n.name;
     l.ttl_ms = r1[2 * strings[j]].integer;
-    if (auto count = whole_number(v.str)) {
+    if (auto count = parse_integer(v.str)) {
       l.permits = *count;
       l.kind = "semaphore or latch";  // a permit semaphore's zset, or the waiters, tell
     } else {

@@ -128,6 +128,32 @@ TEST_F(cli_cluster_test, status_counts_waiters_subscribed_on_another_node) {
   l.unlock();
 }
 
+// `semaphore NAME status` counts a waiter's sharded subscription (SSUBSCRIBE, on the slot's master)
+// and a classic one made on another node: before, it asked the slot's master's classic count only.
+TEST_F(cli_cluster_test, semaphore_status_counts_waiters_on_every_node) {
+  const auto masters = rig_->masters();
+  const std::string name = name_on(masters[0], "cli:sem-waiters");
+  client c{cfg_at(url_away_from(name))};
+  auto sem = c.semaphore(name);
+  ASSERT_TRUE(sem.try_set_permits(0));
+  auto waiting = std::async(std::launch::async, [&] { return sem.try_acquire(1, 20s); });
+  client other{cfg_at("redis://127.0.0.1:" + std::to_string(masters[2]))};
+  auto sub = other.subscribe(describe(lock_kind::semaphore, name).channel(), [](std::string_view, std::string_view) {});
+  const std::vector<std::string> args{"semaphore", name, "status", "--json", "--redis", url_away_from(name)};
+  result json;
+  for (int i = 0; i < 100; ++i) {  // until the waiter's subscription is made
+    json = run_cli(args);
+    if (json.out.find("\"waiters\":2") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(json.status, 0) << json.err;
+  EXPECT_NE(json.out.find("\"waiters\":2"), std::string::npos) << json.out;
+  sem.release(1);
+  EXPECT_TRUE(waiting.get());
+  sem.release(1);
+  rig_->client(masters[0])({"DEL", name});
+}
+
 // A read-write lock's waiting writer is on its client's card, a key of its own slot: status scans
 // every master for it, not the one a keyless SCAN would reach.
 TEST_F(cli_cluster_test, status_finds_a_waiting_writer_whose_card_is_on_another_master) {
