@@ -250,6 +250,11 @@ TEST(protocols_test, permit_semaphore_names_its_permits_by_the_attempt_id) {
   p.renewal().encode(a, items, ms(3000));
   EXPECT_NE(a.buf.find("{n}:timeout"), std::string::npos);
   EXPECT_EQ(a.count, 1u + 1u + 1u + 1u + 3u);  // numkeys, the zset, the lease, the count, three ids
+  for (const auto& id : protocols::permit_ids(three)) EXPECT_NE(a.buf.find("$16\r\n" + id + "\r\n"), std::string::npos);
+  // A token whose digits do not decode names 16 zero bytes; an odd count of digits too.
+  EXPECT_EQ(protocols::permit_ids("zz"), std::vector<std::string>{std::string(16, '\0')});
+  EXPECT_EQ(protocols::permit_ids("abc"), std::vector<std::string>{std::string(16, '\0')});
+  EXPECT_EQ(protocols::permit_ids("0102"), std::vector<std::string>{std::string("\x01\x02", 2)});
   EXPECT_EQ(p.decode_acquire(reply{}).what, acquire_result::kind::granted);
   EXPECT_EQ(p.units_available("2"), 2);
 }

@@ -6,7 +6,9 @@
 // one permit, "<32 hex digits>+<n>" for n, whose i-th id is the first one plus i in its last four
 // bytes. Waiters wake by count (the messages carry the count available, as the plain semaphore's)
 // and poll within the cap: an expiry is never announced, and Redisson's clients publish deltas.
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 
 #include "base/hex.hpp"
 #include "lock/protocols/common.hpp"
@@ -117,30 +119,58 @@ long long permit_count(std::string_view token) {
   return ec == std::errc{} && p == token.data() + token.size() && n >= 1 ? n : 1;
 }
 
-std::vector<std::string> permit_ids(std::string_view token) {
+namespace {
+
+// Calls `f` with each permit id of `token` in order (permit_ids): a view of one stack buffer,
+// rewritten between calls, so that a renewal's encoding allocates nothing per permit (the watchdog
+// encodes every held permit's ids at every renewal).
+template <class F>
+void for_each_permit_id(std::string_view token, F&& f) {
   const auto n = permit_count(token);
   const std::string_view hex = token.substr(0, std::min<std::size_t>(token.find('+'), token.size()));
-  const std::string first = from_hex(hex).value_or(std::string(16, '\0'));
-  std::vector<std::string> out;
-  out.reserve(static_cast<std::size_t>(n));
+  char buf[64] = {};
+  std::size_t size = 16;  // an id that does not decode is 16 zero bytes
+  std::string heap;       // ids longer than the buffer (no redlease token has them)
+  char* id = buf;
+  if (hex.size() % 2 == 0) {
+    bool ok = true;
+    for (char ch : hex) ok = ok && hex_value(ch) >= 0;
+    if (ok && hex.size() / 2 > sizeof buf) {
+      heap = *from_hex(hex);
+      id = heap.data();
+      size = heap.size();
+    } else if (ok) {
+      size = hex.size() / 2;
+      for (std::size_t i = 0; i < size; ++i)
+        buf[i] = static_cast<char>((hex_value(hex[2 * i]) << 4) | hex_value(hex[2 * i + 1]));
+    }
+  }
+  std::uint32_t first_tail = 0;
+  if (size >= 4)
+    for (std::size_t b = size - 4; b < size; ++b) first_tail = (first_tail << 8) | static_cast<unsigned char>(id[b]);
   for (long long k = 0; k < n; ++k) {
-    std::string id = first;
-    if (id.size() >= 4) {
-      std::uint32_t tail = 0;
-      for (std::size_t b = id.size() - 4; b < id.size(); ++b) tail = (tail << 8) | static_cast<unsigned char>(id[b]);
-      tail += static_cast<std::uint32_t>(k);
-      for (std::size_t b = id.size(); b-- > id.size() - 4;) {
+    if (size >= 4) {
+      std::uint32_t tail = first_tail + static_cast<std::uint32_t>(k);
+      for (std::size_t b = size; b-- > size - 4;) {
         id[b] = static_cast<char>(tail & 0xff);
         tail >>= 8;
       }
     }
-    out.push_back(std::move(id));
+    f(std::string_view(id, size));
   }
+}
+
+}  // namespace
+
+std::vector<std::string> permit_ids(std::string_view token) {
+  std::vector<std::string> out;
+  out.reserve(static_cast<std::size_t>(permit_count(token)));
+  for_each_permit_id(token, [&out](std::string_view id) { out.emplace_back(id); });
   return out;
 }
 
 void add_ids(arg_list& a, std::string_view token) {
-  for (auto& id : permit_ids(token)) a.add(id);
+  for_each_permit_id(token, [&a](std::string_view id) { a.add(id); });
 }
 
 std::optional<long long> count_payload(std::string_view payload) {
