@@ -76,13 +76,17 @@ struct sem_requests {
     channel = l.channel();
     latch_prefix = l.latch_key("");
   }
-  void acquire(stream& s, const std::string& id) const {
+  // `swept`: the id of the settled key the library's call deletes in passing (src/lock/latch_sweeper.hpp).
+  // In a loop of pairs an acquisition carries the previous release's latch and a release its own
+  // acquisition's grant mark, as the library's calls do.
+  void acquire(stream& s, const std::string& id, const std::string& swept) const {
     if (bare_sha) return s.add({"EVALSHA", bare_sha->first, "1", name, "1"});
-    s.add({"EVALSHA", lua::semaphore_acquire.sha1, "2", name, latch_prefix + id, "1", mark_ms});
+    s.add({"EVALSHA", lua::semaphore_acquire.sha1, "3", name, latch_prefix + id, latch_prefix + swept, "1", mark_ms});
   }
-  void release(stream& s, const std::string& id) const {
+  void release(stream& s, const std::string& id, const std::string& swept) const {
     if (bare_sha) return s.add({"EVALSHA", bare_sha->second, "2", name, channel, "1", "publish"});
-    s.add({"EVALSHA", lua::semaphore_release.sha1, "2", name, latch_prefix + id, channel, "1", latch_ms, "publish"});
+    s.add({"EVALSHA", lua::semaphore_release.sha1, "3", name, latch_prefix + id, latch_prefix + swept, channel, "1",
+           latch_ms, "publish"});
   }
 };
 
@@ -174,8 +178,10 @@ row ceiling_pairs(const section_run& run, raw_conn& meter, raw_conn& rc, const s
     while (steady::now() < end) {
       stream acq, rel;
       for (std::size_t i = 0; i < phase_pairs; ++i, ++serial) {
-        rq.acquire(acq, id32(1, serial));
-        rq.release(rel, id32(2, serial));
+        // The release latch of the same place in the round before (all of a round's releases
+        // follow its acquisitions): every latch is deleted, one round later.
+        rq.acquire(acq, id32(1, serial), id32(2, serial - phase_pairs));
+        rq.release(rel, id32(2, serial), id32(1, serial));
       }
       pair_round(rc, acq, rel, 2 * d, d, check, record ? t_acq : ignored_a, record ? t_rel : ignored_r,
                  record ? &lat_a : nullptr, record ? &lat_r : nullptr);
@@ -314,8 +320,9 @@ row sync_raw_pairs(const section_run& run, raw_conn& meter, const std::string& k
     out.lat.reserve(1 << 18);
     while (!stop.load(std::memory_order_relaxed)) {
       stream acq, rel;
-      rq.acquire(acq, id32(tag, serial));
-      rq.release(rel, id32(tag + 1, serial++));
+      rq.acquire(acq, id32(tag, serial), id32(tag + 1, serial - 1));
+      rq.release(rel, id32(tag + 1, serial), id32(tag, serial));
+      ++serial;
       auto t0 = steady::now();
       rc.send(acq.payload);
       auto ta = rc.read(1);

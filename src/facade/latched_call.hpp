@@ -23,8 +23,11 @@ class client_impl;
 bool resend_latched(std::error_code ec) noexcept;
 
 /// Sends `script` with `args` to the node of `key`, and again while `resend_latched` and the client
-/// is open, `sendings` times in all at most; `done` gets the last answer. Executor only.
+/// is open, `sendings` times in all at most; `done` gets the last answer. `once`, when given, runs
+/// before `done` when the first sending was answered without an error: nothing else of the call is
+/// on the way, so its latch will never be read (latch_sweeper). Executor only.
 void send_latched(std::shared_ptr<client_impl> c, std::string key, const lua_script& script, arg_list args,
-                  int sendings, unique_function<void(std::error_code, reply)> done);
+                  int sendings, unique_function<void(std::error_code, reply)> done,
+                  unique_function<void()> once = {});
 
 }  // namespace redlease::detail

@@ -45,14 +45,18 @@ void send_add(const std::shared_ptr<detail::client_impl>& c, const std::string& 
   r.amount = n;
   r.latch_ttl = detail::request_latch_ttl(c->cfg().request_timeout);
   r.publish = c->topo().publish_command();
+  const auto sweep = c->locks().sweeper().take(name);
+  r.sweep = sweep;
   detail::arg_list a;
   proto.encode_release(a, r);
-  detail::send_latched(c, name, *proto.release_script(false), std::move(a), 5,
-                       [h = std::move(h)](std::error_code ec, reply rep) mutable {
-                         if (ec) return h(ec, 0);
-                         if (!rep.is_integer()) return h(errc::bad_reply, 0);
-                         h({}, rep.integer);
-                       });
+  detail::send_latched(
+      c, name, *proto.release_script(false), std::move(a), 5,
+      [h = std::move(h)](std::error_code ec, reply rep) mutable {
+        if (ec) return h(ec, 0);
+        if (!rep.is_integer()) return h(errc::bad_reply, 0);
+        h({}, rep.integer);
+      },
+      [c, name, request] { c->locks().sweeper().settled(name, detail::latch_key(name, request)); });
 }
 
 long long add(const std::shared_ptr<detail::client_impl>& c, const std::string& name, long long n, std::error_code& ec) {

@@ -21,6 +21,7 @@
 
 #include "callback_slot.hpp"
 #include "lock/client_card.hpp"
+#include "lock/latch_sweeper.hpp"
 #include "base/command.hpp"
 #include "base/handlers.hpp"
 #include "base/script.hpp"
@@ -97,6 +98,9 @@ class lock_service {
   /// The master changed (topology_events::on_failover): checks every hold on the new one at once.
   void on_failover(const std::string& what);
   void close();
+  /// The client's settled exactly-once keys (latch_sweeper.hpp): the semaphore's releases add theirs
+  /// and take some to delete in passing, as its acquisitions do. Executor only.
+  latch_sweeper& sweeper() { return sweeper_; }
 
  private:
   struct hold;
@@ -252,6 +256,7 @@ class lock_service {
   int first_attempts_out_ = 0;  // acquisitions whose first attempt is on the wire (not yet waiters)
   int undos_out_ = 0;           // undo rounds not answered yet
   card_keeper card_;      // the client's card (client_card.hpp)
+  latch_sweeper sweeper_;
   std::string failover_;  // the last failover, and when: a hold found gone soon after it names it
   clock::time_point failover_at_{};
 };

@@ -12,8 +12,10 @@ void lock_service::attempt(const std::shared_ptr<waiter>& w, attempt_handler h) 
   ms lease = w->lease.value_or(c_.cfg().watchdog_timeout);
   arg_list a;
   a.buf.reserve(w->name.size() + w->id.size() + 96);
+  std::vector<std::string> sweep;
+  if (proto.sweeps_settled_keys()) sweep = sweeper_.take(w->name);
   proto.encode_acquire(a, acquire_request{w->name, scratch_field(w->owner), w->id, lease, w->fenced, w->allowance,
-                                          w->queue, w->amount, c_.topo().publish_command()});
+                                          w->queue, w->amount, c_.topo().publish_command(), sweep});
   auto sent = clock::now();
   card_.touch(sent);  // ahead of the attempt, on its connection: a grant is never seen without it
   // The waiter outlives its attempt (it is not retried before this reply): what an undo needs is
@@ -239,6 +241,7 @@ void lock_service::finish_grant(const std::shared_ptr<waiter>& w, std::uint64_t 
     undo_acquire(*w);
     return finish_waiter(w, errc::lock_lost, false);
   }
+  if (auto mark = protocol_of(w->kind).grant_mark(w->name, w->id); !mark.empty()) sweeper_.settled(w->name, std::move(mark));
   finish_waiter(w, {}, true);
 }
 

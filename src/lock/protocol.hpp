@@ -31,6 +31,9 @@ struct acquire_request {
   bool queue = false;      // the acquisition waits if it does not get the lock (fair lock: join the queue)
   long long amount = 1;    // how many units one acquisition takes (a semaphore's permits); 1 for a lock
   std::string_view publish = "publish";  // the scripts' publish command (topology::publish_command)
+  // Settled exactly-once keys of this name (latch_sweeper) the script deletes in passing (kinds with
+  // `sweeps_settled_keys`); they share the name's slot.
+  std::span<const std::string> sweep{};
 };
 
 /// What an acquisition attempt's reply says.
@@ -56,6 +59,7 @@ struct release_request {
   ms latch_ttl{0};
   std::string_view publish = "publish";  // the scripts' publish command (topology::publish_command)
   long long amount = 1;      // how many units the release gives back (a semaphore's permits)
+  std::span<const std::string> sweep{};  // as acquire_request::sweep
 };
 
 /// Whom a message on a kind's channel wakes among a client's waiters on that channel (in the order
@@ -194,6 +198,12 @@ class lock_protocol {
   /// this kind's letter in it ("h": a hash field, "s": a string token, "r"/"w": a read or write hold).
   virtual const renewal_codec& renewal() const = 0;
   virtual char renew_letter() const = 0;
+  /// The key a granted attempt `id` leaves for an undo of it to read (the plain semaphore's grant
+  /// mark), or empty. Once the grant is delivered nothing reads it again: the engine hands it to the
+  /// client's latch_sweeper.
+  virtual std::string grant_mark(std::string_view /*name*/, std::string_view /*id*/) const { return {}; }
+  /// Whether the acquire script deletes the settled keys of `acquire_request::sweep` in passing.
+  virtual bool sweeps_settled_keys() const { return false; }
   /// Whether a grant is a hold the client keeps, renews and releases. A wait that only waits (a
   /// count-down latch's await) is granted and forgotten: no hold, no renewal.
   virtual bool grant_is_hold() const { return true; }

@@ -37,8 +37,12 @@ class semaphore_protocol final : public lock_protocol {
 
   const lua_script& acquire_script(bool) const override { return lua::semaphore_acquire; }
   void encode_acquire(arg_list& a, const acquire_request& r) const override {
-    a.add(2LL).add(r.name).add(attempt_latch(r.name, r.id)).add(r.amount).add(std::max<long long>(r.lease.count(), min_mark_ms));
+    keys(a, r.name, attempt_latch(r.name, r.id), r.sweep);
+    a.add(r.amount).add(std::max<long long>(r.lease.count(), min_mark_ms));
   }
+  // A grant's mark is read only by an undo of its attempt, which a delivered grant never gets.
+  std::string grant_mark(std::string_view name, std::string_view id) const override { return attempt_latch(name, id); }
+  bool sweeps_settled_keys() const override { return true; }
   // 1 granted; 0 busy, with nothing to wait on but a message (no TTL to sleep out).
   acquire_result decode_acquire(const reply& r) const override {
     acquire_result out;
@@ -58,8 +62,8 @@ class semaphore_protocol final : public lock_protocol {
     return allow_oom ? nullptr : &lua::semaphore_release;
   }
   void encode_release(arg_list& a, const release_request& r) const override {
-    a.add(2LL).add(r.name).add(attempt_latch(r.name, r.request)).add(channel(r.name)).add(r.amount)
-        .add(r.latch_ttl.count()).add(r.publish);
+    keys(a, r.name, attempt_latch(r.name, r.request), r.sweep);
+    a.add(channel(r.name)).add(r.amount).add(r.latch_ttl.count()).add(r.publish);
   }
   release_result decode_release(const reply& r) const override {
     return r.is_integer() ? release_result::freed : release_result::bad;
@@ -84,6 +88,13 @@ class semaphore_protocol final : public lock_protocol {
   std::optional<long long> decode_hold_count(const reply& r, std::string_view) const override {
     if (!r.is_integer()) return std::nullopt;
     return 0;
+  }
+
+ private:
+  // KEYS: the name, the call's own latch, then the settled keys it deletes in passing.
+  static void keys(arg_list& a, std::string_view name, const std::string& latch, std::span<const std::string> sweep) {
+    a.add(static_cast<long long>(2 + sweep.size())).add(name).add(latch);
+    for (const auto& k : sweep) a.add(k);
   }
 };
 
