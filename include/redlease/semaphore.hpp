@@ -163,6 +163,8 @@ class semaphore {
   }
 
  private:
+  // The permit-expirable semaphore shares the plain one's set and add (the same key and scripts).
+  friend class permit_semaphore;
   asio::any_io_executor executor() const;
   // The engine's cancellation of an acquisition, hooked to `slot` (nullptr when it is not connected).
   std::shared_ptr<detail::acquire_cancel> hook_cancel(asio::cancellation_slot slot);
