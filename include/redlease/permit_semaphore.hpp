@@ -208,6 +208,94 @@ class permit_semaphore {
         token);
   }
 
+  /// Async `try_set_permits(n, ttl)` (`ttl` empty: none). Completion signature
+  /// `void(std::error_code, bool set)`; errors as `try_set_permits`: `errc::invalid_argument` (nothing
+  /// sent) for `n` below 0 or a `ttl` that is not positive. The handler runs on its associated
+  /// executor (the client's if it has none), never inside this call; so do the other async forms'.
+  template <class CompletionToken>
+  auto async_try_set_permits(long long n, std::optional<std::chrono::milliseconds> ttl, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, n, ttl](auto handler) {
+          async_set_impl(n, ttl, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `set_permits(n)`. Completion signature `void(std::error_code, long long available)`: the
+  /// available count after; errors as `set_permits` (`errc::invalid_argument` for `n` below 0).
+  template <class CompletionToken>
+  auto async_set_permits(long long n, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this, n](auto handler) {
+          async_set_permits_impl(n, detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `add_permits(n)` (`n` may be negative), exactly once as `add_permits`. Completion
+  /// signature `void(std::error_code, long long available)`: the available count after; errors as
+  /// `add_permits`.
+  template <class CompletionToken>
+  auto async_add_permits(long long n, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this, n](auto handler) {
+          async_add_impl(n, detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `available_permits()`. Completion signature `void(std::error_code, long long available)`;
+  /// errors as `available_permits`.
+  template <class CompletionToken>
+  auto async_available_permits(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_available_impl(detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `acquired_permits()`. Completion signature `void(std::error_code, long long acquired)`;
+  /// errors as `acquired_permits`.
+  template <class CompletionToken>
+  auto async_acquired_permits(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_acquired_impl(detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `permits(limit)`: the permits out, nearest expiry first, at most `limit`. Completion
+  /// signature `void(std::error_code, std::vector<permit_entry>)`; errors as `permits`.
+  template <class CompletionToken>
+  auto async_permits(std::size_t limit, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, std::vector<permit_entry>)>(
+        [this, limit](auto handler) {
+          async_permits_impl(limit, detail::erase_handler<std::error_code, std::vector<permit_entry>>(
+                                        std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `update_lease_time(id, lease)` (`lease` empty: none). Completion signature
+  /// `void(std::error_code, bool updated)`: false if there is no such permit; errors as
+  /// `update_lease_time` (`errc::invalid_argument` for an id that is not 32 hex digits or a lease
+  /// that is not positive).
+  template <class CompletionToken>
+  auto async_update_lease_time(std::string id, std::optional<std::chrono::milliseconds> lease, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, id = std::move(id), lease](auto handler) {
+          async_update_impl(id, lease, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `try_release(ids)`: gives back all the permits `ids` or none. Completion signature
+  /// `void(std::error_code, bool released)`; errors as `try_release` (`errc::invalid_argument` for
+  /// no ids, more than 1000, or one that is not 32 hex digits).
+  template <class CompletionToken>
+  auto async_try_release(std::vector<std::string> ids, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, ids = std::move(ids)](auto handler) {
+          async_release_ids_impl(ids, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+
  private:
   asio::any_io_executor executor() const;
   void async_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait,
@@ -215,6 +303,17 @@ class permit_semaphore {
                           detail::unique_function<void(std::error_code, permit)> h,
                           std::shared_ptr<detail::acquire_cancel> cancel);
   void async_release_impl(permit p, detail::unique_function<void(std::error_code)> h);
+  void async_set_impl(long long n, std::optional<std::chrono::milliseconds> ttl,
+                      detail::unique_function<void(std::error_code, bool)> h);
+  void async_set_permits_impl(long long n, detail::unique_function<void(std::error_code, long long)> h);
+  void async_add_impl(long long n, detail::unique_function<void(std::error_code, long long)> h);
+  void async_available_impl(detail::unique_function<void(std::error_code, long long)> h);
+  void async_acquired_impl(detail::unique_function<void(std::error_code, long long)> h);
+  void async_permits_impl(std::size_t limit,
+                          detail::unique_function<void(std::error_code, std::vector<permit_entry>)> h);
+  void async_update_impl(std::string_view id, std::optional<std::chrono::milliseconds> lease,
+                         detail::unique_function<void(std::error_code, bool)> h);
+  void async_release_ids_impl(std::span<const std::string> ids, detail::unique_function<void(std::error_code, bool)> h);
   permit take(long long n, std::optional<std::chrono::milliseconds> wait, std::optional<std::chrono::milliseconds> lease,
               std::error_code& ec);
   // The permit the engine granted to `owner` (its ids read from the hold), or `errc::lock_lost`.

@@ -117,7 +117,54 @@ class semaphore {
         token);
   }
 
+  /// Async `add_permits(n)` (`n` may be negative), exactly once as `add_permits` (the same latched
+  /// call). Completion signature `void(std::error_code, long long available)`: the count after the
+  /// change; errors as `add_permits`. The handler runs on its associated executor (the client's if
+  /// it has none), never inside this call; so do the other async forms'.
+  template <class CompletionToken>
+  auto async_add_permits(long long n, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this, n](auto handler) {
+          async_add_impl(n, detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `try_set_permits(n, ttl)` (`ttl` empty: none). Completion signature
+  /// `void(std::error_code, bool set)`; errors as `try_set_permits`: `errc::invalid_argument` (nothing
+  /// sent) for `n` below 0 or a `ttl` that is not positive (or beyond `max_duration`).
+  template <class CompletionToken>
+  auto async_try_set_permits(long long n, std::optional<std::chrono::milliseconds> ttl, CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, bool)>(
+        [this, n, ttl](auto handler) {
+          async_set_impl(n, ttl, detail::erase_handler<std::error_code, bool>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `available_permits()`. Completion signature `void(std::error_code, long long available)`
+  /// (a missing key: 0); errors as `available_permits` (`errc::bad_reply` when the key holds
+  /// something that is not a count).
+  template <class CompletionToken>
+  auto async_available_permits(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_available_impl(detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+  /// Async `drain_permits()`. Completion signature `void(std::error_code, long long drained)`: how
+  /// many permits there were; errors as `drain_permits`.
+  template <class CompletionToken>
+  auto async_drain_permits(CompletionToken&& token) {
+    return asio::async_initiate<CompletionToken, void(std::error_code, long long)>(
+        [this](auto handler) {
+          async_drain_impl(detail::erase_handler<std::error_code, long long>(std::move(handler), executor()));
+        },
+        token);
+  }
+
  private:
+  // The permit-expirable semaphore shares the plain one's set and add (the same key and scripts).
+  friend class permit_semaphore;
   asio::any_io_executor executor() const;
   // The engine's cancellation of an acquisition, hooked to `slot` (nullptr when it is not connected).
   std::shared_ptr<detail::acquire_cancel> hook_cancel(asio::cancellation_slot slot);
@@ -125,6 +172,11 @@ class semaphore {
                           detail::unique_function<void(std::error_code, bool)> h,
                           std::shared_ptr<detail::acquire_cancel> cancel);
   void async_release_impl(long long n, detail::unique_function<void(std::error_code)> h);
+  void async_add_impl(long long n, detail::unique_function<void(std::error_code, long long)> h);
+  void async_set_impl(long long n, std::optional<std::chrono::milliseconds> ttl,
+                      detail::unique_function<void(std::error_code, bool)> h);
+  void async_available_impl(detail::unique_function<void(std::error_code, long long)> h);
+  void async_drain_impl(detail::unique_function<void(std::error_code, long long)> h);
   bool try_acquire_impl(long long n, std::optional<std::chrono::milliseconds> wait, std::error_code& ec);
   std::shared_ptr<detail::client_impl> client_;
   std::string name_;

@@ -45,18 +45,55 @@ bool valid_lease(const std::optional<std::chrono::milliseconds>& l) {
   return !l || (l->count() > 0 && *l <= detail::max_duration);
 }
 
-// The keys and the first two arguments every permits_*.lua script takes.
+// The keys and the first two arguments every permits_*.lua script takes (the publish command: read
+// on the executor, where the topology decides it).
 detail::arg_list script_args(detail::client_impl& c, const std::string& name) {
   detail::arg_list a;
   a.add(2LL).add(name).add(detail::suffixed(name, "timeout")).add(proto().channel(name)).add(c.topo().publish_command());
   return a;
 }
 
-reply script_call(detail::client_impl& c, const std::string& name, const detail::lua_script& s, detail::arg_list a,
-                  std::error_code& ec) {
-  return detail::sync_call<reply>(c, ec, [&c, &name, &s, a = std::move(a)](detail::reply_handler done) mutable {
-    c.exec_script(name, s, std::move(a), std::move(done));
+// A call's value read from its script's reply (`ec` set on entry: an empty value).
+template <class T>
+using decoder = T (*)(const reply&, std::error_code&);
+
+// Sends `s` on the semaphore's node, its keys and first arguments then `tail`; `done` gets what `dec`
+// reads from the reply, on the executor (client_closed when the client is closed). Any thread.
+template <class T>
+void start_script(const std::shared_ptr<detail::client_impl>& c, const std::string& name, const detail::lua_script& s,
+                  detail::arg_list tail, decoder<T> dec, detail::unique_function<void(std::error_code, T)> done) {
+  c->run_or_fail([c, name, &s, tail = std::move(tail), dec, done = std::move(done)](bool closed) mutable {
+    if (closed) return done(errc::client_closed, T{});
+    auto a = script_args(*c, name);
+    a.buf += tail.buf;
+    a.count += tail.count;
+    c->exec_script(name, s, std::move(a), [dec, done = std::move(done)](std::error_code ec, reply r) mutable {
+      T v = dec(r, ec);
+      done(ec, std::move(v));
+    });
   });
+}
+
+// start_script, blocking; `tail` empty is a bad argument (nothing sent).
+template <class T>
+T call(const std::shared_ptr<detail::client_impl>& c, const std::string& name, const detail::lua_script& s,
+       std::optional<detail::arg_list> tail, decoder<T> dec, std::error_code& ec) {
+  if (!tail) {
+    ec = errc::invalid_argument;
+    return T{};
+  }
+  return detail::sync_call<T>(*c, ec, [&](detail::unique_function<void(std::error_code, T)> done) {
+    start_script(c, name, s, std::move(*tail), dec, std::move(done));
+  });
+}
+
+// start_script for an async form; `tail` empty: `h` gets invalid_argument, through the executor as
+// every completion (nothing sent).
+template <class T>
+void call_async(const std::shared_ptr<detail::client_impl>& c, const std::string& name, const detail::lua_script& s,
+                std::optional<detail::arg_list> tail, decoder<T> dec, detail::unique_function<void(std::error_code, T)> h) {
+  if (!tail) return c->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, T{}); });
+  start_script(c, name, s, std::move(*tail), dec, std::move(h));
 }
 
 long long as_int(const reply& r, std::error_code& ec) {
@@ -255,14 +292,68 @@ bool permit_semaphore::try_set_permits(long long n, std::optional<std::chrono::m
   return r;
 }
 
-long long permit_semaphore::set_permits(long long n, std::error_code& ec) {
-  if (n < 0) {
-    ec = errc::invalid_argument;
-    return 0;
-  }
-  auto a = script_args(*client_, name_);
+namespace {
+
+// set_permits's argument; nothing for a count below 0.
+std::optional<detail::arg_list> set_tail(long long n) {
+  if (n < 0) return std::nullopt;
+  detail::arg_list a;
   a.add(n);
-  return as_int(script_call(*client_, name_, detail::lua::permits_set, std::move(a), ec), ec);
+  return a;
+}
+
+// permits_state.lua's argument: how many permits it lists.
+std::optional<detail::arg_list> state_tail(std::size_t limit) {
+  detail::arg_list a;
+  a.add(static_cast<long long>(std::min<std::size_t>(limit, 100000)));
+  return a;
+}
+
+// permits_update.lua's arguments; nothing for an id that is not 32 hex digits or a bad lease.
+std::optional<detail::arg_list> update_tail(std::string_view id, std::optional<ms> lease) {
+  auto raw = from_hex(id);
+  if (!raw || !valid_lease(lease)) return std::nullopt;
+  detail::arg_list a;
+  a.add(lease ? lease->count() : -1LL).add(*raw);
+  return a;
+}
+
+// permits_try_release.lua's arguments, the ids' raw bytes; nothing for no ids, too many, or one that
+// is not 32 hex digits.
+std::optional<detail::arg_list> release_tail(std::span<const std::string> ids) {
+  if (ids.empty() || ids.size() > 1000) return std::nullopt;
+  detail::arg_list a;
+  for (const auto& id : ids) {
+    auto raw = from_hex(id);
+    if (!raw) return std::nullopt;
+    a.add(*raw);
+  }
+  return a;
+}
+
+bool is_one(const reply& r, std::error_code& ec) { return as_int(r, ec) == 1; }
+bool is_positive(const reply& r, std::error_code& ec) { return as_int(r, ec) > 0; }
+
+// permits_state.lua's reply: {available, acquired, id, lease, ...}; `bad_reply` for anything else.
+bool is_state(const reply& r, std::error_code& ec) {
+  if (!ec && (!r.is_array() || r.elements.size() < 2 || !r.elements[0].is_integer() || !r.elements[1].is_integer()))
+    ec = errc::bad_reply;
+  return !ec;
+}
+long long available_of(const reply& r, std::error_code& ec) { return is_state(r, ec) ? r.elements[0].integer : 0; }
+long long acquired_of(const reply& r, std::error_code& ec) { return is_state(r, ec) ? r.elements[1].integer : 0; }
+std::vector<permit_entry> entries_of(const reply& r, std::error_code& ec) {
+  std::vector<permit_entry> out;
+  if (!is_state(r, ec)) return out;
+  for (std::size_t i = 2; i + 1 < r.elements.size(); i += 2)
+    out.push_back({to_hex(r.elements[i].str), r.elements[i + 1].is_integer() ? r.elements[i + 1].integer : -1});
+  return out;
+}
+
+}  // namespace
+
+long long permit_semaphore::set_permits(long long n, std::error_code& ec) {
+  return call(client_, name_, detail::lua::permits_set, set_tail(n), as_int, ec);
 }
 long long permit_semaphore::set_permits(long long n) {
   std::error_code ec;
@@ -282,23 +373,8 @@ long long permit_semaphore::add_permits(long long n) {
   return r;
 }
 
-namespace {
-
-// permits_state.lua: {available, acquired, id, lease, ...}.
-reply read_state(detail::client_impl& c, const std::string& name, std::size_t limit, std::error_code& ec) {
-  auto a = script_args(c, name);
-  a.add(static_cast<long long>(std::min<std::size_t>(limit, 100000)));
-  auto r = script_call(c, name, detail::lua::permits_state, std::move(a), ec);
-  if (!ec && (!r.is_array() || r.elements.size() < 2 || !r.elements[0].is_integer() || !r.elements[1].is_integer()))
-    ec = errc::bad_reply;
-  return r;
-}
-
-}  // namespace
-
 long long permit_semaphore::available_permits(std::error_code& ec) {
-  auto r = read_state(*client_, name_, 0, ec);
-  return ec ? 0 : r.elements[0].integer;
+  return call(client_, name_, detail::lua::permits_state, state_tail(0), available_of, ec);
 }
 long long permit_semaphore::available_permits() {
   std::error_code ec;
@@ -308,8 +384,7 @@ long long permit_semaphore::available_permits() {
 }
 
 long long permit_semaphore::acquired_permits(std::error_code& ec) {
-  auto r = read_state(*client_, name_, 0, ec);
-  return ec ? 0 : r.elements[1].integer;
+  return call(client_, name_, detail::lua::permits_state, state_tail(0), acquired_of, ec);
 }
 long long permit_semaphore::acquired_permits() {
   std::error_code ec;
@@ -319,13 +394,7 @@ long long permit_semaphore::acquired_permits() {
 }
 
 std::vector<permit_entry> permit_semaphore::permits(std::size_t limit, std::error_code& ec) {
-  std::vector<permit_entry> out;
-  if (limit == 0) return out;
-  auto r = read_state(*client_, name_, limit, ec);
-  if (ec) return out;
-  for (std::size_t i = 2; i + 1 < r.elements.size(); i += 2)
-    out.push_back({to_hex(r.elements[i].str), r.elements[i + 1].is_integer() ? r.elements[i + 1].integer : -1});
-  return out;
+  return call(client_, name_, detail::lua::permits_state, state_tail(limit), entries_of, ec);
 }
 std::vector<permit_entry> permit_semaphore::permits(std::size_t limit) {
   std::error_code ec;
@@ -334,47 +403,61 @@ std::vector<permit_entry> permit_semaphore::permits(std::size_t limit) {
   return r;
 }
 
-bool permit_semaphore::update_lease_time(std::string_view id, std::optional<std::chrono::milliseconds> lease,
-                                         std::error_code& ec) {
-  auto raw = from_hex(id);
-  if (!raw || !valid_lease(lease)) {
-    ec = errc::invalid_argument;
-    return false;
-  }
-  auto a = script_args(*client_, name_);
-  a.add(lease ? lease->count() : -1LL).add(*raw);
-  return as_int(script_call(*client_, name_, detail::lua::permits_update, std::move(a), ec), ec) == 1;
+bool permit_semaphore::update_lease_time(std::string_view id, std::optional<ms> lease, std::error_code& ec) {
+  return call(client_, name_, detail::lua::permits_update, update_tail(id, lease), is_one, ec);
 }
-bool permit_semaphore::update_lease_time(std::string_view id, std::optional<std::chrono::milliseconds> lease) {
+bool permit_semaphore::update_lease_time(std::string_view id, std::optional<ms> lease) {
   std::error_code ec;
   bool r = update_lease_time(id, lease, ec);
   raise_if(ec, name_, "update_lease_time");
   return r;
 }
 
+// Not sent again after a lost reply: a second sending finds the ids gone and could not tell its
+// first from someone else's release.
 bool permit_semaphore::try_release(std::span<const std::string> ids, std::error_code& ec) {
-  if (ids.empty() || ids.size() > 1000) {
-    ec = errc::invalid_argument;
-    return false;
-  }
-  auto a = script_args(*client_, name_);
-  for (const auto& id : ids) {
-    auto raw = from_hex(id);
-    if (!raw) {
-      ec = errc::invalid_argument;
-      return false;
-    }
-    a.add(*raw);
-  }
-  // Not sent again after a lost reply: a second sending finds the ids gone and could not tell its
-  // first from someone else's release.
-  return as_int(script_call(*client_, name_, detail::lua::permits_try_release, std::move(a), ec), ec) > 0;
+  return call(client_, name_, detail::lua::permits_try_release, release_tail(ids), is_positive, ec);
 }
 bool permit_semaphore::try_release(std::span<const std::string> ids) {
   std::error_code ec;
   bool r = try_release(ids, ec);
   raise_if(ec, name_, "try_release");
   return r;
+}
+
+// ---- async forms of the calls above -------------------------------------------------------------
+
+void permit_semaphore::async_set_impl(long long n, std::optional<ms> ttl, detail::bool_handler h) {
+  redlease::semaphore(client_, name_).async_set_impl(n, ttl, std::move(h));
+}
+
+void permit_semaphore::async_set_permits_impl(long long n, detail::int_handler h) {
+  call_async(client_, name_, detail::lua::permits_set, set_tail(n), as_int, std::move(h));
+}
+
+void permit_semaphore::async_add_impl(long long n, detail::int_handler h) {
+  redlease::semaphore(client_, name_).async_add_impl(n, std::move(h));
+}
+
+void permit_semaphore::async_available_impl(detail::int_handler h) {
+  call_async(client_, name_, detail::lua::permits_state, state_tail(0), available_of, std::move(h));
+}
+
+void permit_semaphore::async_acquired_impl(detail::int_handler h) {
+  call_async(client_, name_, detail::lua::permits_state, state_tail(0), acquired_of, std::move(h));
+}
+
+void permit_semaphore::async_permits_impl(std::size_t limit,
+                                          detail::unique_function<void(std::error_code, std::vector<permit_entry>)> h) {
+  call_async(client_, name_, detail::lua::permits_state, state_tail(limit), entries_of, std::move(h));
+}
+
+void permit_semaphore::async_update_impl(std::string_view id, std::optional<ms> lease, detail::bool_handler h) {
+  call_async(client_, name_, detail::lua::permits_update, update_tail(id, lease), is_one, std::move(h));
+}
+
+void permit_semaphore::async_release_ids_impl(std::span<const std::string> ids, detail::bool_handler h) {
+  call_async(client_, name_, detail::lua::permits_try_release, release_tail(ids), is_positive, std::move(h));
 }
 
 }  // namespace redlease

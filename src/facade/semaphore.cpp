@@ -3,14 +3,13 @@
 // no holds), the other calls as single script calls or commands on the semaphore's node.
 #include "redlease/semaphore.hpp"
 
-#include <charconv>
-
 #include "facade/client_impl.hpp"
 #include "facade/handle_access.hpp"
 #include "facade/latched_call.hpp"
 #include "lock/lock_service.hpp"
 #include "lock/naming.hpp"
 #include "lock/protocol.hpp"
+#include "lock/protocols/common.hpp"
 #include "random.hpp"
 #include "redlease/client.hpp"
 #include "redlease_lua.hpp"
@@ -59,20 +58,62 @@ void send_add(const std::shared_ptr<detail::client_impl>& c, const std::string& 
       [c, name, request] { c->locks().sweeper().settled(name, detail::latch_key(name, request)); });
 }
 
-long long add(const std::shared_ptr<detail::client_impl>& c, const std::string& name, long long n, std::error_code& ec) {
-  return detail::sync_call<long long>(*c, ec,
-                                      [&c, &name, n](detail::int_handler done) { send_add(c, name, n, std::move(done)); });
+// send_add from any thread: on the executor, or `h` gets client_closed when the client is closed.
+void start_add(const std::shared_ptr<detail::client_impl>& c, const std::string& name, long long n,
+               detail::int_handler h) {
+  c->run_or_fail([c, name, n, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
+    send_add(c, name, n, std::move(h));
+  });
 }
 
-// One script call, its integer reply.
-long long script_int(detail::client_impl& c, const std::string& name, const detail::lua_script& s, detail::arg_list a,
-                     std::error_code& ec) {
-  return detail::sync_call<long long>(c, ec, [&c, &name, &s, a = std::move(a)](detail::int_handler done) mutable {
-    c.exec_script(name, s, std::move(a), [done = std::move(done)](std::error_code e, reply r) mutable {
-      if (e) return done(e, 0);
-      if (!r.is_integer()) return done(errc::bad_reply, 0);
-      done({}, r.integer);
+// One script call with `a`, and last, with `publish`, the publish command (read on the executor,
+// where the topology decides it); `h` gets its integer reply. Any thread.
+void start_script_int(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
+                      const detail::lua_script& s, detail::arg_list a, bool publish, detail::int_handler h) {
+  c->run_or_fail([c, name, &s, a = std::move(a), publish, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
+    if (publish) a.add(c->topo().publish_command());
+    c->exec_script(name, s, std::move(a), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      if (!ec && !r.is_integer()) ec = errc::bad_reply;
+      h(ec, ec ? 0 : r.integer);
     });
+  });
+}
+
+// try_set_permits's arguments (the publish command follows); nothing for a bad count or TTL.
+std::optional<detail::arg_list> set_args(const std::string& name, long long n, std::optional<ms> ttl) {
+  if (n < 0 || (ttl && (ttl->count() <= 0 || *ttl > detail::max_duration))) return std::nullopt;
+  detail::arg_list a;
+  a.add(1LL).add(name).add(detail::protocol_of(lock_kind::semaphore).channel(name)).add(n).add(ttl ? ttl->count() : 0LL);
+  return a;
+}
+
+// The set's script from any thread; `h` gets whether it set the permits.
+void start_set(const std::shared_ptr<detail::client_impl>& c, const std::string& name, detail::arg_list a,
+               detail::bool_handler h) {
+  start_script_int(c, name, detail::lua::semaphore_set, std::move(a), true,
+                   [h = std::move(h)](std::error_code ec, long long set) mutable { h(ec, set == 1); });
+}
+
+// The drain's script from any thread; `h` gets how many permits there were.
+void start_drain(const std::shared_ptr<detail::client_impl>& c, const std::string& name, detail::int_handler h) {
+  detail::arg_list a;
+  a.add(1LL).add(name);
+  start_script_int(c, name, detail::lua::semaphore_drain, std::move(a), false, std::move(h));
+}
+
+// GET from any thread; `h` gets the permits it shows (a missing key: 0; anything but a count: bad_reply).
+void start_get(const std::shared_ptr<detail::client_impl>& c, const std::string& name, detail::int_handler h) {
+  c->run_or_fail([c, name, h = std::move(h)](bool closed) mutable {
+    if (closed) return h(errc::client_closed, 0);
+    std::string cmd;
+    detail::encode_command(cmd, {"GET", name});
+    c->exec(name, std::move(cmd), [h = std::move(h)](std::error_code ec, reply r) mutable {
+      const auto n = ec ? std::nullopt : detail::protocols::decode_count_field(r);
+      if (!ec && !n) ec = errc::bad_reply;
+      h(ec, n.value_or(0));
+    }, true);
   });
 }
 
@@ -148,18 +189,27 @@ void semaphore::async_acquire_impl(long long n, std::optional<std::chrono::milli
 
 void semaphore::async_release_impl(long long n, detail::unique_function<void(std::error_code)> h) {
   if (n < 1) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument); });
-  client_->run_or_fail([c = client_, name = name_, n, h = std::move(h)](bool closed) mutable {
-    if (closed) return h(errc::client_closed);
-    send_add(c, name, n, [h = std::move(h)](std::error_code ec, long long) mutable { h(ec); });
-  });
+  start_add(client_, name_, n, [h = std::move(h)](std::error_code ec, long long) mutable { h(ec); });
 }
+
+void semaphore::async_add_impl(long long n, detail::int_handler h) { start_add(client_, name_, n, std::move(h)); }
+
+void semaphore::async_set_impl(long long n, std::optional<ms> ttl, detail::bool_handler h) {
+  auto a = set_args(name_, n, ttl);
+  if (!a) return client_->run_or_fail([h = std::move(h)](bool) mutable { h(errc::invalid_argument, false); });
+  start_set(client_, name_, std::move(*a), std::move(h));
+}
+
+void semaphore::async_available_impl(detail::int_handler h) { start_get(client_, name_, std::move(h)); }
+
+void semaphore::async_drain_impl(detail::int_handler h) { start_drain(client_, name_, std::move(h)); }
 
 void semaphore::release(long long n, std::error_code& ec) {
   if (n < 1) {
     ec = errc::invalid_argument;
     return;
   }
-  add(client_, name_, n, ec);
+  add_permits(n, ec);
 }
 void semaphore::release(long long n) {
   std::error_code ec;
@@ -167,7 +217,10 @@ void semaphore::release(long long n) {
   raise_if(ec, name_, "release");
 }
 
-long long semaphore::add_permits(long long n, std::error_code& ec) { return add(client_, name_, n, ec); }
+long long semaphore::add_permits(long long n, std::error_code& ec) {
+  return detail::sync_call<long long>(*client_, ec,
+                                      [&](detail::int_handler done) { start_add(client_, name_, n, std::move(done)); });
+}
 long long semaphore::add_permits(long long n) {
   std::error_code ec;
   auto r = add_permits(n, ec);
@@ -175,17 +228,16 @@ long long semaphore::add_permits(long long n) {
   return r;
 }
 
-bool semaphore::try_set_permits(long long n, std::optional<std::chrono::milliseconds> ttl, std::error_code& ec) {
-  if (n < 0 || (ttl && (ttl->count() <= 0 || *ttl > detail::max_duration))) {
+bool semaphore::try_set_permits(long long n, std::optional<ms> ttl, std::error_code& ec) {
+  auto a = set_args(name_, n, ttl);
+  if (!a) {
     ec = errc::invalid_argument;
     return false;
   }
-  detail::arg_list a;
-  a.add(1LL).add(name_).add(detail::protocol_of(lock_kind::semaphore).channel(name_)).add(n).add(ttl ? ttl->count() : 0LL)
-      .add(client_->topo().publish_command());
-  return script_int(*client_, name_, detail::lua::semaphore_set, std::move(a), ec) == 1;
+  return detail::sync_call<bool>(*client_, ec,
+                                 [&](detail::bool_handler done) { start_set(client_, name_, std::move(*a), std::move(done)); });
 }
-bool semaphore::try_set_permits(long long n, std::optional<std::chrono::milliseconds> ttl) {
+bool semaphore::try_set_permits(long long n, std::optional<ms> ttl) {
   std::error_code ec;
   bool r = try_set_permits(n, ttl, ec);
   raise_if(ec, name_, "try_set_permits");
@@ -193,17 +245,8 @@ bool semaphore::try_set_permits(long long n, std::optional<std::chrono::millisec
 }
 
 long long semaphore::available_permits(std::error_code& ec) {
-  std::string cmd;
-  detail::encode_command(cmd, {"GET", name_});
-  auto r = detail::sync_command(*client_, name_, std::move(cmd), ec, true);
-  if (ec || r.is_nil()) return 0;
-  long long v = 0;
-  auto [p, e] = std::from_chars(r.str.data(), r.str.data() + r.str.size(), v);
-  if (!r.is_string() || e != std::errc{} || p != r.str.data() + r.str.size()) {
-    ec = errc::bad_reply;
-    return 0;
-  }
-  return v;
+  return detail::sync_call<long long>(*client_, ec,
+                                      [&](detail::int_handler done) { start_get(client_, name_, std::move(done)); });
 }
 long long semaphore::available_permits() {
   std::error_code ec;
@@ -213,9 +256,8 @@ long long semaphore::available_permits() {
 }
 
 long long semaphore::drain_permits(std::error_code& ec) {
-  detail::arg_list a;
-  a.add(1LL).add(name_);
-  return script_int(*client_, name_, detail::lua::semaphore_drain, std::move(a), ec);
+  return detail::sync_call<long long>(*client_, ec,
+                                      [&](detail::int_handler done) { start_drain(client_, name_, std::move(done)); });
 }
 long long semaphore::drain_permits() {
   std::error_code ec;

@@ -107,6 +107,38 @@ std::pair<std::error_code, T> complete_outside_call(Start start, bool& inline_ca
   return r;
 }
 
+/// complete_outside_call for a call that must succeed: a test failure if the handler ran inside the
+/// initiating call or got an error; the value it got.
+template <class T, class Start>
+T value_by_callback(Start start) {
+  bool inside = true;
+  auto [ec, v] = complete_outside_call<T>(std::move(start), inside);
+  EXPECT_FALSE(inside) << "the handler ran inside its initiating call";
+  EXPECT_FALSE(ec) << ec.message();
+  return v;
+}
+
+/// complete_outside_call for a call that must fail: a test failure if the handler ran inside the
+/// initiating call; the error it got.
+template <class T, class Start>
+std::error_code error_by_callback(Start start) {
+  bool inside = true;
+  auto ec = complete_outside_call<T>(std::move(start), inside).first;
+  EXPECT_FALSE(inside) << "the handler ran inside its initiating call";
+  return ec;
+}
+
+/// The error an `asio::use_future` future completed with (empty when it got a value).
+template <class T>
+std::error_code error_of(std::future<T> f) {
+  try {
+    f.get();
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+  return {};
+}
+
 /// A client configuration for server `s` with short timeouts and the given watchdog timeout.
 inline config short_timeouts(redis_server& s, std::chrono::milliseconds watchdog = 30000ms) {
   auto c = config::from_url(s.url());

@@ -9,6 +9,7 @@
 #include <asio/cancellation_signal.hpp>
 #include <asio/use_future.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <thread>
@@ -366,6 +367,80 @@ TEST_F(permit_semaphore_test, bad_arguments_are_refused) {
   ec.clear();
   EXPECT_FALSE(s.try_acquire(1, 0ms, std::nullopt, ec));
   EXPECT_TRUE(ec) << "a hash in the semaphore's place";
+}
+
+// The async forms of the other calls: each completes with the value the server shows, through a
+// future and through a plain callback that never runs inside its initiating call; bad arguments and
+// a closed client complete with their errors, asynchronously too.
+TEST_F(permit_semaphore_test, async_queries_and_updates) {
+  using entries = std::vector<permit_entry>;
+  client c{cfg()};
+  auto s = c.permit_semaphore("async:pq");
+  EXPECT_EQ(s.async_available_permits(asio::use_future).get(), 0);
+  EXPECT_TRUE(s.async_try_set_permits(3, std::nullopt, asio::use_future).get());
+  EXPECT_FALSE(s.async_try_set_permits(5, std::nullopt, asio::use_future).get());  // once only
+  EXPECT_EQ(raw()({"GET", "async:pq"}).str, "3");
+  EXPECT_EQ(s.async_add_permits(2, asio::use_future).get(), 5);
+  EXPECT_EQ(raw()({"GET", "async:pq"}).str, "5");
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_add_permits(-1, std::move(h)); }), 4);
+  EXPECT_EQ(raw()({"GET", "async:pq"}).str, "4");
+
+  auto p = s.try_acquire(2, 0ms, 60000ms);
+  ASSERT_TRUE(p);
+  auto ids = p.ids();
+  ASSERT_EQ(ids.size(), 2u);
+  EXPECT_EQ(s.async_available_permits(asio::use_future).get(), 2);
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_available_permits(std::move(h)); }), 2);
+  EXPECT_EQ(s.async_acquired_permits(asio::use_future).get(), 2);
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_acquired_permits(std::move(h)); }), 2);
+  auto listed = value_by_callback<entries>([&](auto h) { s.async_permits(10, std::move(h)); });
+  ASSERT_EQ(listed.size(), 2u);
+  std::vector<std::string> listed_ids{listed[0].id, listed[1].id};
+  std::sort(listed_ids.begin(), listed_ids.end());
+  auto held_ids = ids;
+  std::sort(held_ids.begin(), held_ids.end());
+  EXPECT_EQ(listed_ids, held_ids);
+  EXPECT_GT(listed[0].lease_ms, 50000);
+  EXPECT_LE(listed[1].lease_ms, 60000);
+  EXPECT_EQ(s.async_permits(1, asio::use_future).get().size(), 1u);
+
+  // update_lease_time moves the zset's score: a longer lease, then none; an unknown id is false.
+  EXPECT_TRUE(value_by_callback<bool>([&](auto h) { s.async_update_lease_time(ids[0], 200000ms, std::move(h)); }));
+  EXPECT_GT(std::stoll(raw()({"ZSCORE", zset("async:pq"), raw_id(ids[0])}).str), server_ms() + 150000);
+  EXPECT_TRUE(s.async_update_lease_time(ids[1], std::nullopt, asio::use_future).get());
+  EXPECT_EQ(raw()({"ZSCORE", zset("async:pq"), raw_id(ids[1])}).str, "922337203685477");
+  EXPECT_FALSE(s.async_update_lease_time("00112233445566778899aabbccddeeff", 1000ms, asio::use_future).get());
+
+  // set_permits: the total (available plus out) becomes 6, with 2 out.
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_set_permits(6, std::move(h)); }), 4);
+  EXPECT_EQ(raw()({"GET", "async:pq"}).str, "4");
+  EXPECT_EQ(s.async_set_permits(5, asio::use_future).get(), 3);
+
+  // try_release of the permit's ids: all given back once, then nothing.
+  EXPECT_TRUE(value_by_callback<bool>([&](auto h) { s.async_try_release(ids, std::move(h)); }));
+  EXPECT_FALSE(s.async_try_release(ids, asio::use_future).get());
+  EXPECT_EQ(raw()({"ZCARD", zset("async:pq")}).integer, 0);
+  EXPECT_EQ(s.async_available_permits(asio::use_future).get(), 5);
+  EXPECT_EQ(s.async_acquired_permits(asio::use_future).get(), 0);
+
+  // Bad arguments: refused asynchronously, nothing sent.
+  EXPECT_EQ(error_by_callback<bool>([&](auto h) { s.async_update_lease_time("not-an-id", 1000ms, std::move(h)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_by_callback<bool>([&](auto h) { s.async_try_release({}, std::move(h)); }), errc::invalid_argument);
+  EXPECT_EQ(error_by_callback<long long>([&](auto h) { s.async_set_permits(-1, std::move(h)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_by_callback<bool>([&](auto h) { s.async_try_set_permits(1, 0ms, std::move(h)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_of(s.async_try_release({"zz"}, asio::use_future)), errc::invalid_argument);
+  EXPECT_EQ(raw()({"GET", "async:pq"}).str, "5");
+
+  // A closed client: client_closed, asynchronously as well.
+  client closing{cfg()};
+  auto cs = closing.permit_semaphore("async:pq");
+  closing.close();
+  EXPECT_EQ(error_by_callback<long long>([&](auto h) { cs.async_acquired_permits(std::move(h)); }),
+            errc::client_closed);
+  EXPECT_EQ(error_of(cs.async_permits(10, asio::use_future)), errc::client_closed);
 }
 
 }  // namespace

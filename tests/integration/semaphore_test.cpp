@@ -38,6 +38,13 @@ class semaphore_test : public lock_fixture {
   long long java_acquire(const std::string& name, long long n) {
     return raw().command({"EVAL", java_try_acquire, "1", name, std::to_string(n)}).integer;
   }
+  // A configuration through `proxy`, on one connection (a reply the proxy loses is the call's).
+  config through(const fault_proxy& proxy) {
+    auto conf = cfg();
+    conf.port = proxy.port();
+    conf.sync_lane = false;
+    return conf;
+  }
   void java_give(const std::string& name, long long n) {
     raw().command({"EVAL", java_release, "2", name, channel_of(name), std::to_string(n), "publish"});
   }
@@ -278,10 +285,7 @@ TEST_F(semaphore_test, settled_exactly_once_keys_are_deleted_in_passing) {
 // makes it add the permits once.
 TEST_F(semaphore_test, a_release_whose_reply_is_lost_adds_once) {
   fault_proxy proxy(server().port());
-  auto conf = cfg();
-  conf.port = proxy.port();
-  conf.sync_lane = false;  // one connection: the reply lost is the release's
-  client c{conf};
+  client c{through(proxy)};
   auto s = c.semaphore("lost:release");
   ASSERT_TRUE(s.try_set_permits(1));
   proxy.lose_next_reply();
@@ -298,10 +302,7 @@ TEST_F(semaphore_test, a_release_whose_reply_is_lost_adds_once) {
 // back, once.
 TEST_F(semaphore_test, an_acquisition_whose_reply_is_lost_is_given_back) {
   fault_proxy proxy(server().port());
-  auto conf = cfg();
-  conf.port = proxy.port();
-  conf.sync_lane = false;
-  client c{conf};
+  client c{through(proxy)};
   auto s = c.semaphore("lost:acquire");
   ASSERT_TRUE(s.try_set_permits(3));
   proxy.lose_next_reply();
@@ -350,6 +351,69 @@ TEST_F(semaphore_test, async_acquire_release_and_cancellation) {
     ec = e.code();
   }
   EXPECT_EQ(ec, errc::invalid_argument);
+}
+
+// The async forms of the other calls: each completes with the value the server shows, through a
+// future and through a plain callback that never runs inside its initiating call; a bad argument, a
+// closed client and a key that holds no count complete with their errors, asynchronously too; and
+// async_add_permits is exactly once across a lost reply (the latched call of add_permits).
+TEST_F(semaphore_test, async_queries_and_updates) {
+  using std::nullopt;
+  client c{cfg()};
+  auto s = c.semaphore("async:q");
+  EXPECT_EQ(s.async_available_permits(asio::use_future).get(), 0);
+  EXPECT_TRUE(s.async_try_set_permits(5, nullopt, asio::use_future).get());
+  EXPECT_FALSE(s.async_try_set_permits(7, nullopt, asio::use_future).get());  // once only
+  EXPECT_EQ(raw()({"GET", "async:q"}).str, "5");
+  EXPECT_EQ(raw()({"PTTL", "async:q"}).integer, -1);
+  EXPECT_EQ(s.async_add_permits(3, asio::use_future).get(), 8);
+  EXPECT_EQ(raw()({"GET", "async:q"}).str, "8");
+  EXPECT_EQ(s.async_add_permits(-2, asio::use_future).get(), 6);
+  EXPECT_EQ(raw()({"GET", "async:q"}).str, "6");
+  EXPECT_EQ(s.async_available_permits(asio::use_future).get(), 6);
+
+  // Plain callbacks, each run outside the call that started it.
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_add_permits(1, std::move(h)); }), 7);
+  EXPECT_EQ(raw()({"GET", "async:q"}).str, "7");
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_available_permits(std::move(h)); }), 7);
+  EXPECT_FALSE(value_by_callback<bool>([&](auto h) { s.async_try_set_permits(1, nullopt, std::move(h)); }));
+  EXPECT_EQ(value_by_callback<long long>([&](auto h) { s.async_drain_permits(std::move(h)); }), 7);
+  EXPECT_EQ(raw()({"GET", "async:q"}).str, "0");
+  EXPECT_EQ(s.async_add_permits(2, asio::use_future).get(), 2);
+  EXPECT_EQ(s.async_drain_permits(asio::use_future).get(), 2);
+  EXPECT_EQ(s.async_drain_permits(asio::use_future).get(), 0);
+  auto t = c.semaphore("async:q:ttl");
+  EXPECT_TRUE(value_by_callback<bool>([&](auto h) { t.async_try_set_permits(4, 60s, std::move(h)); }));
+  EXPECT_GT(raw()({"PTTL", "async:q:ttl"}).integer, 50000);
+
+  // Bad arguments: refused asynchronously, nothing sent.
+  auto b = c.semaphore("async:q:bad");
+  EXPECT_EQ(error_by_callback<bool>([&](auto h) { b.async_try_set_permits(-1, nullopt, std::move(h)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_by_callback<bool>([&](auto h) { b.async_try_set_permits(1, 0ms, std::move(h)); }),
+            errc::invalid_argument);
+  EXPECT_EQ(error_of(b.async_try_set_permits(-1, nullopt, asio::use_future)), errc::invalid_argument);
+  EXPECT_EQ(raw()({"EXISTS", "async:q:bad"}).integer, 0);
+  // A key that holds something else than a count.
+  raw()({"SET", "async:q:bad", "abc"});
+  EXPECT_EQ(error_by_callback<long long>([&](auto h) { b.async_available_permits(std::move(h)); }), errc::bad_reply);
+
+  // async_add_permits whose reply is lost is sent again under its request id and adds once.
+  fault_proxy proxy(server().port());
+  client pc{through(proxy)};
+  auto ps = pc.semaphore("async:q:lost");
+  ASSERT_TRUE(ps.try_set_permits(1));
+  proxy.lose_next_reply();
+  EXPECT_EQ(ps.async_add_permits(2, asio::use_future).get(), 3);
+  EXPECT_EQ(proxy.replies_lost(), 1u);
+  EXPECT_EQ(raw()({"GET", "async:q:lost"}).str, "3");
+
+  // A closed client: client_closed, asynchronously as well.
+  pc.close();
+  EXPECT_EQ(error_by_callback<long long>([&](auto h) { ps.async_available_permits(std::move(h)); }),
+            errc::client_closed);
+  EXPECT_EQ(error_of(ps.async_drain_permits(asio::use_future)), errc::client_closed);
+  EXPECT_EQ(raw()({"GET", "async:q:lost"}).str, "3");
 }
 
 }  // namespace
