@@ -39,20 +39,26 @@ long long request_latch_ttl(const detail::client_impl& c) {
   return detail::request_latch_ttl(c.cfg().request_timeout).count();
 }
 
-// Sends `script` with KEYS [name, request latch of a fresh request id], `argv` after them and last
-// the publish command (read on the executor, where the topology decides it); `done` gets its reply,
-// on the executor (or at once when the client is closed).
+// Sends `script` with KEYS [name, request latch of a fresh request id, settled keys of the name to
+// delete in passing (latch_sweeper)], `argv` after them and last the publish command (read on the
+// executor, where the topology decides it, as the sweeper is); `done` gets its reply, on the
+// executor (or at once when the client is closed). A call whose one sending was answered hands its
+// request latch to the sweeper.
 void start_latched(const std::shared_ptr<detail::client_impl>& c, const std::string& name,
                    const detail::lua_script& script, const detail::arg_list& argv,
                    detail::unique_function<void(std::error_code, reply)> done) {
-  detail::arg_list a;
-  a.add(2LL).add(name).add(detail::latch_key(name, detail::random_token()));
-  a.buf += argv.buf;
-  a.count += argv.count;
-  c->run_or_fail([c, name, &script, a = std::move(a), done = std::move(done)](bool closed) mutable {
+  c->run_or_fail([c, name, &script, argv, done = std::move(done)](bool closed) mutable {
     if (closed) return done(errc::client_closed, reply{});
+    std::string latch = detail::latch_key(name, detail::random_token());
+    const auto sweep = c->locks().sweeper().take(name);
+    detail::arg_list a;
+    a.add(static_cast<long long>(2 + sweep.size())).add(name).add(latch);
+    for (const auto& k : sweep) a.add(k);
+    a.buf += argv.buf;
+    a.count += argv.count;
     a.add(c->topo().publish_command());
-    detail::send_latched(c, name, script, std::move(a), max_sendings, std::move(done));
+    detail::send_latched(c, name, script, std::move(a), max_sendings, std::move(done),
+                         [c, name, latch = std::move(latch)]() mutable { c->locks().sweeper().settled(name, std::move(latch)); });
   });
 }
 

@@ -202,12 +202,25 @@ TEST_F(latch_test, count_down_is_applied_once_across_a_lost_reply) {
   l.count_down();  // its reply is lost: sent again under the same request id
   EXPECT_EQ(proxy.replies_lost(), 1u);
   EXPECT_EQ(l.count(), 1) << "a count_down sent again after a lost reply counted twice";
+  // The resent call's request latch keeps its minute; the answered calls' were deleted in passing.
+  EXPECT_EQ(raw()({"KEYS", describe(lock_kind::latch, "once").latch_key("*")}).elements.size(), 1u);
   // The same for try_set_count: the resent call hears the first one's "set".
   ASSERT_TRUE(l.delete_latch());
   proxy.lose_next_reply();
   EXPECT_TRUE(l.try_set_count(4));
   EXPECT_EQ(proxy.replies_lost(), 2u);
   EXPECT_EQ(l.count(), 4);
+}
+
+// A call whose one sending was answered leaves its request latch to be deleted by the client's next
+// call on the latch: 50 count_downs leave one key, not 51 for a minute.
+TEST_F(latch_test, settled_request_latches_are_deleted_in_passing) {
+  client c{cfg()};
+  auto l = c.count_down_latch("swept");
+  ASSERT_TRUE(l.try_set_count(100));
+  for (int i = 0; i < 50; ++i) l.count_down();
+  EXPECT_EQ(l.count(), 50);
+  EXPECT_EQ(raw()({"KEYS", describe(lock_kind::latch, "swept").latch_key("*")}).elements.size(), 1u);
 }
 
 // The channel wraps the name in braces even when it has a hash tag (Redisson's name); describe() says
