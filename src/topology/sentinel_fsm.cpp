@@ -59,6 +59,9 @@ void sentinel_directory::forget(std::size_t i, std::size_t& c) {
 
 std::size_t sentinel_directory::learn(const reply& r, std::size_t& c) {
   if (!r.is_array() || nodes_.empty()) return 0;
+  // The cursor names its Sentinel modulo the size, which the Sentinels added below change: as an
+  // index it keeps naming the one that answered (fuzz_sentinel found a cursor past the end).
+  c %= nodes_.size();
   const node_address self = current(c);
   std::vector<node_address> listed;
   bool well_formed = true;

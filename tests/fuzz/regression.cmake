@@ -21,7 +21,11 @@ endif()
 
 # A fixed seed alone does not make a run repeatable: with address-space randomisation the compared
 # values libFuzzer collects (pointers among them) differ from run to run, and so do the mutations.
-# setarch -R (util-linux) runs the fuzzer without it.
+# setarch -R (util-linux) runs the fuzzer without it. Nor does libFuzzer's default -reload=1, which
+# reads the corpus directories again every second: whether a reload falls within a run of a second or
+# two depends on the machine's speed (fuzz_sentinel's coverage varied 665-681 between runs of one
+# binary, and one CI run met an input the others never reached). -reload=0: the same binary makes
+# the same run.
 find_program(SETARCH setarch)
 set(no_aslr)
 if(SETARCH)
@@ -35,7 +39,7 @@ if(NOT no_aslr)
 endif()
 message(STATUS "${RUNS} runs, -seed=${SEED}")
 # New inputs go to the first directory (scratch, emptied above); the corpus is only read.
-execute_process(COMMAND ${no_aslr} ${FUZZER} ${common} -seed=${SEED} -runs=${RUNS} -max_len=${MAX_LEN}
+execute_process(COMMAND ${no_aslr} ${FUZZER} ${common} -seed=${SEED} -runs=${RUNS} -max_len=${MAX_LEN} -reload=0
                         ${WORK}/corpus ${CORPUS}
                 RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)

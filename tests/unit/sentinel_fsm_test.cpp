@@ -100,6 +100,16 @@ TEST(sentinel_fsm, learnt_sentinels_the_latest_answer_leaves_out_are_forgotten) 
   EXPECT_TRUE(d.configured(1));
 }
 
+// A cursor past the end names its Sentinel modulo the size: the Sentinels an answer adds change the
+// size, and the cursor must still name the one that answered (fuzz_sentinel's find).
+TEST(sentinel_fsm, learning_keeps_a_cursor_past_the_end_on_the_sentinel_that_answered) {
+  sentinel_directory d({{"127.0.0.1", 1}});
+  std::size_t cur = 1;  // names port 1 (1 % 1)
+  EXPECT_EQ(d.learn(sentinels_answer({2}), cur), 1u);
+  EXPECT_EQ(d.current(cur).port, 1);
+  EXPECT_EQ(ports_of(d), (ports{1, 2}));
+}
+
 // Sentinels list a peer that has gone until they are reset, flagged s_down: it is not learnt, and
 // a learnt one that goes down is forgotten.
 TEST(sentinel_fsm, sentinels_listed_as_down_are_not_learnt) {
